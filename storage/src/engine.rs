@@ -1,0 +1,306 @@
+//! [`Engine`]: the public face of the storage crate.
+
+use crate::error::{EngineError, Result};
+use crate::keys::TenantId;
+use crate::kv::{Keyspace, OrderedKv, SledKv};
+use crate::model::*;
+use crate::read::Reader;
+use crate::write::{self, Catalog, CommitListener, Durability, Job, Published, Writer};
+use crossbeam_channel::Sender;
+use parking_lot::{Mutex, RwLock};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// How to open an engine. Built by the caller; the engine never reads the
+/// environment itself.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Data directory; `None` opens a temporary store that vanishes on drop.
+    pub path: Option<PathBuf>,
+    pub durability: Durability,
+    /// Page cache size of the backend.
+    pub cache_bytes: u64,
+    /// Most requests in one commit group.
+    pub max_group: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { path: None, durability: Durability::Durable, cache_bytes: 512 << 20, max_group: 512 }
+    }
+}
+
+impl EngineConfig {
+    pub fn at(path: impl Into<PathBuf>) -> Self {
+        EngineConfig { path: Some(path.into()), ..Default::default() }
+    }
+    pub fn temporary() -> Self {
+        EngineConfig::default()
+    }
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+}
+
+/// The bitemporal fact engine. Cheap to share behind an `Arc`; every method
+/// takes `&self` and is safe to call from any number of threads.
+pub struct Engine {
+    kv: Arc<dyn OrderedKv>,
+    tx: Mutex<Option<Sender<Job>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    published: Arc<RwLock<Arc<Published>>>,
+    listeners: Arc<RwLock<Vec<CommitListener>>>,
+    format_found: u32,
+}
+
+impl Engine {
+    pub fn open(config: EngineConfig) -> Result<Engine> {
+        Self::open_with_clock(config, write::wall_clock)
+    }
+
+    /// Like [`Engine::open`] with a custom wall clock (tests use it to step
+    /// the clock backwards).
+    pub fn open_with_clock(config: EngineConfig, clock: fn() -> Millis) -> Result<Engine> {
+        let (kv, location): (Arc<dyn OrderedKv>, String) = match &config.path {
+            Some(p) => {
+                std::fs::create_dir_all(p).map_err(crate::error::StorageError::from)?;
+                (Arc::new(SledKv::open(p, config.cache_bytes)?), p.display().to_string())
+            }
+            None => (Arc::new(SledKv::temporary()?), "temporary store".to_string()),
+        };
+        let format_found = crate::migrate::run(kv.as_ref(), &location)?;
+        let catalog = Catalog::load(kv.as_ref())?;
+        let published = Arc::new(RwLock::new(Arc::new(catalog.state.clone())));
+        let listeners: Arc<RwLock<Vec<CommitListener>>> = Arc::default();
+        let (sender, receiver) = crossbeam_channel::unbounded();
+        let writer = Writer {
+            kv: Arc::clone(&kv),
+            catalog,
+            published: Arc::clone(&published),
+            listeners: Arc::clone(&listeners),
+            durability: config.durability,
+            max_group: config.max_group.max(1),
+            clock,
+        };
+        let handle = std::thread::Builder::new()
+            .name("tempora-writer".into())
+            .spawn(move || writer.run(receiver))
+            .map_err(crate::error::StorageError::from)?;
+        Ok(Engine {
+            kv,
+            tx: Mutex::new(Some(sender)),
+            writer: Mutex::new(Some(handle)),
+            published,
+            listeners,
+            format_found,
+        })
+    }
+
+    /// The on-disk format the data directory had when it was opened (0 for a
+    /// new one). It is [`crate::CURRENT_FORMAT`] now.
+    pub fn format_found(&self) -> u32 {
+        self.format_found
+    }
+
+    // ---- writes ------------------------------------------------------------
+
+    /// Runs `ops` as one transaction of `tenant`: all of it is stored, durably,
+    /// or none of it. Blocks until then.
+    pub fn write(&self, tenant: &str, ops: Vec<WriteOp>) -> Result<WriteOutcome> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        {
+            let guard = self.tx.lock();
+            let sender = guard.as_ref().ok_or_else(|| EngineError::Closed("closed by the caller".into()))?;
+            sender
+                .send(Job { tenant: tenant.to_string(), ops, reply })
+                .map_err(|_| EngineError::Closed("the writer thread stopped".into()))?;
+        }
+        answer.recv().map_err(|_| EngineError::Closed("the writer thread stopped".into()))?
+    }
+
+    pub fn assert(&self, tenant: &str, input: FactInput) -> Result<Asserted> {
+        let out = self.write(tenant, vec![WriteOp::Assert(input)])?;
+        match out.outcomes.into_iter().next() {
+            Some(OpOutcome::Asserted(a)) => Ok(a),
+            _ => unreachable!("an assert write yields an assert outcome"),
+        }
+    }
+
+    /// Asserts every input in one transaction (one tx); later inputs see
+    /// earlier ones.
+    pub fn assert_batch(&self, tenant: &str, inputs: Vec<FactInput>) -> Result<(Tx, Vec<Asserted>)> {
+        let out = self.write(tenant, inputs.into_iter().map(WriteOp::Assert).collect())?;
+        let facts = out
+            .outcomes
+            .into_iter()
+            .map(|o| match o {
+                OpOutcome::Asserted(a) => a,
+                _ => unreachable!("assert ops yield assert outcomes"),
+            })
+            .collect();
+        Ok((out.tx, facts))
+    }
+
+    /// Retracts a fact; returns its retracted version. Retracting an already
+    /// retracted fact changes nothing and returns it as it is.
+    pub fn retract(&self, tenant: &str, id: FactId) -> Result<Fact> {
+        let out = self.write(tenant, vec![WriteOp::Retract(id)])?;
+        match out.outcomes.into_iter().next() {
+            Some(OpOutcome::Retracted { fact, .. }) => Ok(fact),
+            _ => unreachable!("a retract write yields a retract outcome"),
+        }
+    }
+
+    pub fn set_cardinality(&self, tenant: &str, predicate: &str, cardinality: Cardinality) -> Result<PredicateInfo> {
+        self.write(tenant, vec![WriteOp::SetCardinality { predicate: predicate.to_string(), cardinality }])?;
+        Ok(PredicateInfo { name: predicate.to_string(), cardinality })
+    }
+
+    pub fn set_threshold(&self, tenant: &str, threshold: f64) -> Result<()> {
+        self.write(tenant, vec![WriteOp::SetThreshold(threshold)]).map(|_| ())
+    }
+
+    /// Called after every durable commit group; see [`CommitListener`].
+    pub fn add_commit_listener(&self, listener: CommitListener) {
+        self.listeners.write().push(listener);
+    }
+
+    // ---- reads ---------------------------------------------------------------
+
+    fn reader(&self, tenant: &str) -> Option<Reader<'_>> {
+        self.tenant_id(tenant).map(|tid| Reader { kv: self.kv.as_ref(), tid })
+    }
+
+    fn tenant_id(&self, tenant: &str) -> Option<TenantId> {
+        self.published.read().tenants.get(tenant).copied()
+    }
+
+    /// One fact: its latest version, or the version visible at `as_of`.
+    /// A fact of another tenant is not found.
+    pub fn get(&self, tenant: &str, id: FactId, as_of: Option<AsOf>) -> Result<Option<Fact>> {
+        let Some(r) = self.reader(tenant) else { return Ok(None) };
+        Ok(r.fact(id, as_of)?.filter(|f| f.tenant == tenant))
+    }
+
+    pub fn history(&self, tenant: &str, id: FactId) -> Result<FactHistory> {
+        match self.reader(tenant) {
+            Some(r) => r.history(tenant, id),
+            None => Err(EngineError::NotFound(format!("no fact with id {id}"))),
+        }
+    }
+
+    pub fn query(&self, tenant: &str, q: &FactQuery) -> Result<FactPage> {
+        match self.reader(tenant) {
+            Some(r) => r.query(q),
+            None => {
+                // Still validate the cursor shape so bad input is reported the
+                // same way for every tenant.
+                Ok(FactPage { facts: Vec::new(), next_cursor: None })
+            }
+        }
+    }
+
+    /// Facts whose object is the entity `entity` (`Type:id`): who points at it.
+    pub fn incoming(&self, tenant: &str, entity: &str, as_of: Option<AsOf>) -> Result<FactPage> {
+        self.query(
+            tenant,
+            &FactQuery { object: Some(serde_json::Value::String(entity.to_string())), as_of, ..Default::default() },
+        )
+    }
+
+    pub fn subject_history(&self, tenant: &str, subject: &str, as_of: Option<AsOf>) -> Result<Vec<Fact>> {
+        match self.reader(tenant) {
+            Some(r) => r.subject_history(subject, as_of),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The tenant's committed transactions after `after_tx`, at most `limit`.
+    pub fn changes(&self, tenant: &str, after_tx: Tx, limit: usize) -> Result<Vec<Change>> {
+        match self.reader(tenant) {
+            Some(r) => r.changes(tenant, after_tx, limit),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    pub fn predicate(&self, tenant: &str, name: &str) -> Result<PredicateInfo> {
+        match self.reader(tenant) {
+            Some(r) => r.predicate(name),
+            None => Ok(PredicateInfo { name: name.to_string(), cardinality: Cardinality::default() }),
+        }
+    }
+
+    pub fn predicates(&self, tenant: &str) -> Result<Vec<PredicateInfo>> {
+        match self.reader(tenant) {
+            Some(r) => r.predicates(),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    pub fn threshold(&self, tenant: &str) -> f64 {
+        let p = self.published.read();
+        p.tenants
+            .get(tenant)
+            .and_then(|t| p.thresholds.get(t).copied())
+            .unwrap_or(write::DEFAULT_THRESHOLD)
+    }
+
+    pub fn stats(&self, tenant: &str) -> TenantStats {
+        let p = self.published.read();
+        p.tenants.get(tenant).and_then(|t| p.stats.get(t).cloned()).unwrap_or_default()
+    }
+
+    /// Names of every tenant that has written.
+    pub fn tenants(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.published.read().tenants.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// The last committed tx and its record time.
+    pub fn last_tx(&self) -> (Tx, Millis) {
+        let c = self.published.read().clock;
+        (c.last_tx, c.last_recorded_at)
+    }
+
+    pub fn size_on_disk(&self) -> Option<u64> {
+        self.kv.size_on_disk()
+    }
+
+    /// Makes everything written so far durable (useful with
+    /// [`Durability::Relaxed`]).
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.kv.sync()?)
+    }
+
+    // ---- opaque records for the service layer --------------------------------
+
+    pub fn aux_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.kv.get(Keyspace::Aux, key)?)
+    }
+
+    /// Stores an opaque record durably (outside the fact model; used for
+    /// idempotency replies and similar service state).
+    pub fn aux_put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = crate::kv::WriteBatch::default();
+        b.put(Keyspace::Aux, key.to_vec(), value.to_vec());
+        self.kv.apply(b)?;
+        Ok(self.kv.sync()?)
+    }
+
+    /// Stops the writer after the requests already queued, syncs, and waits.
+    pub fn close(&self) {
+        self.tx.lock().take();
+        if let Some(h) = self.writer.lock().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,49 @@
+//! Errors. `StorageError` is what the key-value layer can fail with;
+//! `EngineError` is what an engine operation reports to its caller. The service
+//! maps `EngineError` to wire errors with an exhaustive match, so adding a
+//! variant here forces every transport to decide how to show it.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("storage backend error: {0}")]
+    Backend(String),
+    #[error("the data directory {0} is in use by another process")]
+    Locked(String),
+}
+
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The request is malformed: the message says which field and why.
+    #[error("{0}")]
+    Invalid(String),
+    /// A `strict` predicate already has a different active value over an
+    /// overlapping valid interval. Nothing was written.
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    NotFound(String),
+    /// The data directory was written by a newer format than this build reads.
+    #[error("{0}")]
+    FormatTooNew(String),
+    /// The engine has shut down, or its writer stopped after a storage failure.
+    #[error("the engine is closed: {0}")]
+    Closed(String),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+impl EngineError {
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
+        EngineError::Invalid(msg.into())
+    }
+}
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;

@@ -1,0 +1,167 @@
+//! Key layouts of every keyspace. `docs/storage.md` is the prose version of
+//! this file; keep them in step.
+//!
+//! Tenants are interned to a `u32` (fixed width, so it never needs escaping)
+//! and lead every tenant-scoped key, which makes every read a scan inside one
+//! tenant's range: isolation by construction.
+
+use crate::codec::{KeyBuf, KeyReader};
+use crate::error::StorageError;
+use crate::model::{FactId, Tx};
+use serde_json::Value;
+use uuid::Uuid;
+
+pub type TenantId = u32;
+
+// --- meta ---------------------------------------------------------------
+pub mod meta {
+    use super::*;
+    /// `0x01` -> u32 format version.
+    pub const FORMAT: &[u8] = &[0x01];
+    /// `0x02` -> clock record: last tx and last recorded_at.
+    pub const CLOCK: &[u8] = &[0x02];
+    const TENANT_BY_NAME: u8 = 0x03;
+    const TENANT_BY_ID: u8 = 0x04;
+    const PREDICATE: u8 = 0x05;
+    const THRESHOLD: u8 = 0x06;
+    const STATS: u8 = 0x07;
+
+    pub fn tenant_by_name(name: &str) -> Vec<u8> {
+        KeyBuf::new().raw(&[TENANT_BY_NAME]).str(name).finish()
+    }
+    pub fn tenant_by_name_prefix() -> Vec<u8> {
+        vec![TENANT_BY_NAME]
+    }
+    pub fn tenant_by_id(id: TenantId) -> Vec<u8> {
+        KeyBuf::new().raw(&[TENANT_BY_ID]).u32(id).finish()
+    }
+    pub fn predicate(t: TenantId, name: &str) -> Vec<u8> {
+        KeyBuf::new().raw(&[PREDICATE]).u32(t).str(name).finish()
+    }
+    pub fn predicate_prefix(t: TenantId) -> Vec<u8> {
+        KeyBuf::new().raw(&[PREDICATE]).u32(t).finish()
+    }
+    pub fn threshold(t: TenantId) -> Vec<u8> {
+        KeyBuf::new().raw(&[THRESHOLD]).u32(t).finish()
+    }
+    pub fn threshold_prefix() -> Vec<u8> {
+        vec![THRESHOLD]
+    }
+    pub fn stats(t: TenantId) -> Vec<u8> {
+        KeyBuf::new().raw(&[STATS]).u32(t).finish()
+    }
+    pub fn stats_prefix() -> Vec<u8> {
+        vec![STATS]
+    }
+    /// The tenant id in a `threshold` or `stats` key.
+    pub fn tenant_of(key: &[u8]) -> Result<TenantId, StorageError> {
+        let mut r = KeyReader::new(&key[1..]);
+        r.u32().map_err(corrupt)
+    }
+    pub fn tenant_name_of(key: &[u8]) -> Result<String, StorageError> {
+        KeyReader::new(&key[1..]).string().map_err(corrupt)
+    }
+}
+
+// --- versions: fact_id | tx -> Fact ----------------------------------------
+pub fn version(id: FactId, tx: Tx) -> Vec<u8> {
+    KeyBuf::new().raw(id.as_bytes()).u64(tx).finish()
+}
+pub fn version_prefix(id: FactId) -> Vec<u8> {
+    id.as_bytes().to_vec()
+}
+
+// --- idx_sp / idx_closed: tenant | subject | predicate | fact_id -> Fact --------
+pub fn sp(t: TenantId, subject: &str, predicate: &str, id: FactId) -> Vec<u8> {
+    KeyBuf::new().u32(t).str(subject).str(predicate).raw(id.as_bytes()).finish()
+}
+pub fn sp_prefix(t: TenantId, subject: Option<&str>, predicate: Option<&str>) -> Vec<u8> {
+    let mut k = KeyBuf::new().u32(t);
+    if let Some(s) = subject {
+        k = k.str(s);
+        if let Some(p) = predicate {
+            k = k.str(p);
+        }
+    }
+    k.finish()
+}
+
+// --- idx_ps: tenant | predicate | subject | fact_id -> () -----------------------
+pub fn ps(t: TenantId, predicate: &str, subject: &str, id: FactId) -> Vec<u8> {
+    KeyBuf::new().u32(t).str(predicate).str(subject).raw(id.as_bytes()).finish()
+}
+pub fn ps_prefix(t: TenantId, predicate: &str) -> Vec<u8> {
+    KeyBuf::new().u32(t).str(predicate).finish()
+}
+/// (subject, predicate, id) from an `idx_ps` key.
+pub fn decode_ps(key: &[u8]) -> Result<(String, String, FactId), StorageError> {
+    let mut r = KeyReader::new(key);
+    r.u32().map_err(corrupt)?;
+    let p = r.string().map_err(corrupt)?;
+    let s = r.string().map_err(corrupt)?;
+    let id = Uuid::from_bytes(r.raw16().map_err(corrupt)?);
+    Ok((s, p, id))
+}
+
+// --- idx_os: tenant | object | predicate | subject | fact_id -> () --------------
+/// Objects longer than this are indexed by a hash of their canonical JSON.
+pub const MAX_INLINE_OBJECT: usize = 128;
+
+/// The index form of an object: `v` + canonical JSON when short, else
+/// `h` + BLAKE3 of it. Equality of this form is necessary, not sufficient:
+/// readers compare the stored object too.
+pub fn object_key(object: &Value) -> Vec<u8> {
+    // serde_json's Map is ordered by key, so this serialization is canonical.
+    let json = serde_json::to_string(object).expect("a JSON value serializes");
+    if json.len() <= MAX_INLINE_OBJECT {
+        let mut out = Vec::with_capacity(json.len() + 1);
+        out.push(b'v');
+        out.extend_from_slice(json.as_bytes());
+        out
+    } else {
+        let mut out = Vec::with_capacity(33);
+        out.push(b'h');
+        out.extend_from_slice(blake3::hash(json.as_bytes()).as_bytes());
+        out
+    }
+}
+pub fn os(t: TenantId, object: &Value, predicate: &str, subject: &str, id: FactId) -> Vec<u8> {
+    KeyBuf::new()
+        .u32(t)
+        .bytes(&object_key(object))
+        .str(predicate)
+        .str(subject)
+        .raw(id.as_bytes())
+        .finish()
+}
+pub fn os_prefix(t: TenantId, object: &Value, predicate: Option<&str>) -> Vec<u8> {
+    let k = KeyBuf::new().u32(t).bytes(&object_key(object));
+    match predicate {
+        Some(p) => k.str(p).finish(),
+        None => k.finish(),
+    }
+}
+/// (subject, predicate, id) from an `idx_os` key.
+pub fn decode_os(key: &[u8]) -> Result<(String, String, FactId), StorageError> {
+    let mut r = KeyReader::new(key);
+    r.u32().map_err(corrupt)?;
+    r.bytes().map_err(corrupt)?;
+    let p = r.string().map_err(corrupt)?;
+    let s = r.string().map_err(corrupt)?;
+    let id = Uuid::from_bytes(r.raw16().map_err(corrupt)?);
+    Ok((s, p, id))
+}
+
+// --- log: tenant | tx -> LogEntry ------------------------------------------
+pub fn log(t: TenantId, tx: Tx) -> Vec<u8> {
+    KeyBuf::new().u32(t).u64(tx).finish()
+}
+pub fn decode_log_tx(key: &[u8]) -> Result<Tx, StorageError> {
+    let mut r = KeyReader::new(key);
+    r.u32().map_err(corrupt)?;
+    r.u64().map_err(corrupt)
+}
+
+fn corrupt(e: crate::codec::KeyDecodeError) -> StorageError {
+    StorageError::Corrupt(e.to_string())
+}

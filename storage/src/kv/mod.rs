@@ -1,0 +1,131 @@
+//! The narrow ordered key-value interface the engine stands on.
+//!
+//! The bitemporal semantics (`write`, `read`) only ever call these methods, so
+//! a second backend (for instance on a distributed ordered KV) can be added by
+//! implementing [`OrderedKv`] without touching them. The interface is the
+//! smallest that the engine needs: point get, ordered range scan in either
+//! direction, an atomic multi-keyspace write batch, and a durability barrier.
+
+mod sled_backend;
+
+pub use sled_backend::SledKv;
+
+use crate::error::StorageError;
+use std::ops::Bound;
+
+/// The engine's keyspaces. Each is a separate ordered map (one sled `Tree`).
+/// `docs/storage.md` documents the key layout of every one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Keyspace {
+    /// Engine metadata: format version, tx counter, tenants, settings, stats.
+    Meta,
+    /// Every version of every fact: `fact_id | tx`.
+    Versions,
+    /// Latest version of every live (active or candidate) fact, by tenant,
+    /// subject, predicate.
+    Sp,
+    /// Latest version of every closed (superseded or retracted) fact, same
+    /// layout as `Sp`. Kept apart so live reads and the write path never
+    /// wade through history.
+    Closed,
+    /// Fact references by tenant, predicate, subject.
+    Ps,
+    /// Fact references by tenant, object, predicate, subject (reverse edges).
+    Os,
+    /// The change log: `tenant | tx`.
+    Log,
+    /// Opaque records owned by the service layer (idempotency replies, ...).
+    Aux,
+}
+
+impl Keyspace {
+    pub const ALL: [Keyspace; 8] = [
+        Keyspace::Meta,
+        Keyspace::Versions,
+        Keyspace::Sp,
+        Keyspace::Closed,
+        Keyspace::Ps,
+        Keyspace::Os,
+        Keyspace::Log,
+        Keyspace::Aux,
+    ];
+
+    /// The on-disk name of the keyspace. Never change one: it is the format.
+    pub fn name(self) -> &'static str {
+        match self {
+            Keyspace::Meta => "meta",
+            Keyspace::Versions => "versions",
+            Keyspace::Sp => "idx_sp",
+            Keyspace::Closed => "idx_closed",
+            Keyspace::Ps => "idx_ps",
+            Keyspace::Os => "idx_os",
+            Keyspace::Log => "log",
+            Keyspace::Aux => "aux",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        Keyspace::ALL.iter().position(|k| *k == self).expect("listed")
+    }
+}
+
+/// One put (`Some`) or delete (`None`).
+pub type Mutation = (Keyspace, Vec<u8>, Option<Vec<u8>>);
+
+/// A set of mutations applied all-or-nothing.
+#[derive(Debug, Default)]
+pub struct WriteBatch {
+    pub ops: Vec<Mutation>,
+}
+
+impl WriteBatch {
+    pub fn put(&mut self, ks: Keyspace, key: Vec<u8>, value: Vec<u8>) {
+        self.ops.push((ks, key, Some(value)));
+    }
+    pub fn delete(&mut self, ks: Keyspace, key: Vec<u8>) {
+        self.ops.push((ks, key, None));
+    }
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+pub type KvPair = (Vec<u8>, Vec<u8>);
+pub type KvIter<'a> = Box<dyn Iterator<Item = Result<KvPair, StorageError>> + 'a>;
+
+/// An ordered, durable key-value store with atomic multi-keyspace batches.
+pub trait OrderedKv: Send + Sync + 'static {
+    fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
+
+    /// Keys in `[lo, hi)`-style bounds, ascending, or descending when `reverse`.
+    fn scan(
+        &self,
+        ks: Keyspace,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        reverse: bool,
+    ) -> KvIter<'_>;
+
+    /// Applies every mutation of `batch` atomically: after a crash either all of
+    /// them are visible or none is. Not durable until [`OrderedKv::sync`].
+    fn apply(&self, batch: WriteBatch) -> Result<(), StorageError>;
+
+    /// Durability barrier: returns once everything applied before the call is
+    /// on stable storage.
+    fn sync(&self) -> Result<(), StorageError>;
+
+    /// Bytes the store occupies on disk, if known.
+    fn size_on_disk(&self) -> Option<u64>;
+}
+
+/// Keys of `ks` that start with `prefix`, ascending or descending.
+pub fn scan_prefix<'a>(kv: &'a dyn OrderedKv, ks: Keyspace, prefix: &[u8], reverse: bool) -> KvIter<'a> {
+    let hi = match crate::codec::prefix_successor(prefix) {
+        Some(end) => Bound::Excluded(end),
+        None => Bound::Unbounded,
+    };
+    kv.scan(ks, Bound::Included(prefix.to_vec()), hi, reverse)
+}

@@ -1,0 +1,137 @@
+//! [`OrderedKv`] on sled 0.34: one sled `Tree` per [`Keyspace`], atomic batches
+//! through a multi-tree sled transaction (sled seals every write of the
+//! transaction into one log batch, so recovery sees all of them or none).
+
+use super::{KvIter, Keyspace, OrderedKv, WriteBatch};
+use crate::error::StorageError;
+use std::ops::Bound;
+use std::path::Path;
+
+pub struct SledKv {
+    db: sled::Db,
+    trees: Vec<sled::Tree>,
+}
+
+impl SledKv {
+    /// Opens (creating if needed) the store in `dir`.
+    pub fn open(dir: &Path, cache_bytes: u64) -> Result<Self, StorageError> {
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            // The engine decides when to sync (group commit); sled's own
+            // background flusher only adds extra fsyncs.
+            .flush_every_ms(None)
+            .mode(sled::Mode::HighThroughput)
+            .open()
+            .map_err(|e| match e {
+                sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
+                    StorageError::Locked(dir.display().to_string())
+                }
+                other => StorageError::from(other),
+            })?;
+        Self::from_db(db)
+    }
+
+    /// A store that lives in memory and a temporary directory, for tests.
+    pub fn temporary() -> Result<Self, StorageError> {
+        let db = sled::Config::new().temporary(true).flush_every_ms(None).open()?;
+        Self::from_db(db)
+    }
+
+    fn from_db(db: sled::Db) -> Result<Self, StorageError> {
+        let trees = Keyspace::ALL
+            .iter()
+            .map(|ks| db.open_tree(ks.name()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SledKv { db, trees })
+    }
+
+    fn tree(&self, ks: Keyspace) -> &sled::Tree {
+        &self.trees[ks.index()]
+    }
+}
+
+impl From<sled::Error> for StorageError {
+    fn from(e: sled::Error) -> Self {
+        match e {
+            sled::Error::Io(io) => StorageError::Io(io),
+            sled::Error::Corruption { at, .. } => {
+                StorageError::Corrupt(format!("sled reports corruption at {at:?}"))
+            }
+            other => StorageError::Backend(other.to_string()),
+        }
+    }
+}
+
+fn to_sled_bound(b: Bound<Vec<u8>>) -> Bound<sled::IVec> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.into()),
+        Bound::Excluded(k) => Bound::Excluded(k.into()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl OrderedKv for SledKv {
+    fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self.tree(ks).get(key)?.map(|v| v.to_vec()))
+    }
+
+    fn scan(&self, ks: Keyspace, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> KvIter<'_> {
+        let range = (to_sled_bound(lo), to_sled_bound(hi));
+        let iter = self.tree(ks).range::<sled::IVec, _>(range);
+        let map = |r: sled::Result<(sled::IVec, sled::IVec)>| {
+            r.map(|(k, v)| (k.to_vec(), v.to_vec())).map_err(StorageError::from)
+        };
+        if reverse {
+            Box::new(iter.rev().map(map))
+        } else {
+            Box::new(iter.map(map))
+        }
+    }
+
+    fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // Group the mutations per tree; only trees that are touched join the
+        // transaction, which keeps its lock set small.
+        let mut per_tree: Vec<Option<sled::Batch>> = (0..Keyspace::ALL.len()).map(|_| None).collect();
+        for (ks, key, value) in batch.ops {
+            let b = per_tree[ks.index()].get_or_insert_with(sled::Batch::default);
+            match value {
+                Some(v) => b.insert(key, v),
+                None => b.remove(key),
+            }
+        }
+        let (trees, batches): (Vec<sled::Tree>, Vec<sled::Batch>) = per_tree
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, b)| b.map(|b| (self.trees[i].clone(), b)))
+            .unzip();
+        if trees.len() == 1 {
+            return Ok(trees[0].apply_batch(batches.into_iter().next().expect("one batch"))?);
+        }
+        use sled::transaction::{TransactionError, Transactional};
+        trees
+            .as_slice()
+            .transaction(|views| {
+                for (view, b) in views.iter().zip(&batches) {
+                    view.apply_batch(b)?;
+                }
+                Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e| match e {
+                TransactionError::Storage(s) => StorageError::from(s),
+                TransactionError::Abort(()) => StorageError::Backend("transaction aborted".into()),
+            })
+    }
+
+    fn sync(&self) -> Result<(), StorageError> {
+        self.db.flush()?;
+        Ok(())
+    }
+
+    fn size_on_disk(&self) -> Option<u64> {
+        self.db.size_on_disk().ok()
+    }
+}

@@ -1,0 +1,359 @@
+//! The read path. Every read is a range scan inside one tenant's key range,
+//! then a walk back through a fact's versions when the read is rewound
+//! (`as_of`). Reads never take a lock the writer holds: they see the store as
+//! of the last applied group.
+
+use crate::codec::KeyReader;
+use crate::error::{EngineError, Result};
+use crate::keys::{self, TenantId};
+use crate::kv::{scan_prefix, Keyspace, OrderedKv};
+use crate::model::*;
+use crate::record::{self, LogEntry, LogEvent};
+use std::cmp::Ordering;
+use std::ops::Bound;
+use uuid::Uuid;
+
+pub(crate) struct Reader<'a> {
+    pub kv: &'a dyn OrderedKv,
+    pub tid: TenantId,
+}
+
+/// Which index answers a query.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// `idx_sp` (+ `idx_closed`): by subject, or the whole tenant.
+    Subject,
+    Predicate,
+    Object,
+}
+
+impl Plan {
+    fn tag(self) -> char {
+        match self {
+            Plan::Subject => 's',
+            Plan::Predicate => 'p',
+            Plan::Object => 'o',
+        }
+    }
+}
+
+impl Reader<'_> {
+    /// The latest version of a fact, or the one visible at `as_of`.
+    pub fn fact(&self, id: FactId, as_of: Option<AsOf>) -> Result<Option<Fact>> {
+        let mut best = None;
+        for item in scan_prefix(self.kv, Keyspace::Versions, &keys::version_prefix(id), true) {
+            let (_, v) = item?;
+            let f: Fact = record::decode(&v)?;
+            if as_of.is_none_or(|a| a.admits(f.tx, f.recorded_at)) {
+                best = Some(f);
+                break;
+            }
+        }
+        Ok(best)
+    }
+
+    pub fn versions(&self, id: FactId) -> Result<Vec<Fact>> {
+        let mut out = Vec::new();
+        for item in scan_prefix(self.kv, Keyspace::Versions, &keys::version_prefix(id), false) {
+            let (_, v) = item?;
+            out.push(record::decode::<Fact>(&v)?);
+        }
+        Ok(out)
+    }
+
+    pub fn history(&self, tenant: &str, id: FactId) -> Result<FactHistory> {
+        let versions = self.versions(id)?;
+        if versions.is_empty() || versions[0].tenant != tenant {
+            return Err(EngineError::NotFound(format!("no fact with id {id}")));
+        }
+        let mut predecessors = Vec::new();
+        let mut successors = Vec::new();
+        for v in &versions {
+            for p in v.supersedes.iter().chain(&v.continues) {
+                push_unique(&mut predecessors, *p);
+            }
+            for s in v.superseded_by.iter().chain(&v.continued_by) {
+                push_unique(&mut successors, *s);
+            }
+        }
+        Ok(FactHistory { id, versions, predecessors, successors })
+    }
+
+    /// Resolves the latest version `latest` to the version visible at `as_of`.
+    fn at(&self, latest: Fact, as_of: Option<AsOf>) -> Result<Option<Fact>> {
+        match as_of {
+            None => Ok(Some(latest)),
+            Some(a) if a.admits(latest.tx, latest.recorded_at) => Ok(Some(latest)),
+            Some(a) if !a.admits(latest.created_tx, latest.created_at) => Ok(None),
+            Some(a) => self.fact(latest.id, Some(a)),
+        }
+    }
+
+    pub fn query(&self, q: &FactQuery) -> Result<FactPage> {
+        let limit = match q.limit {
+            0 => DEFAULT_PAGE,
+            n => n.min(MAX_PAGE),
+        };
+        let (plan, prefix) = match (&q.subject, &q.predicate, &q.object) {
+            (Some(s), p, _) => (Plan::Subject, keys::sp_prefix(self.tid, Some(s), p.as_deref())),
+            (None, p, Some(o)) => (Plan::Object, keys::os_prefix(self.tid, o, p.as_deref())),
+            (None, Some(p), None) => (Plan::Predicate, keys::ps_prefix(self.tid, p)),
+            (None, None, None) => (Plan::Subject, keys::sp_prefix(self.tid, None, None)),
+        };
+        let after = match &q.cursor {
+            Some(c) => Some(decode_cursor(c, plan, &prefix)?),
+            None => None,
+        };
+        let lo = match after {
+            Some(k) => Bound::Excluded(k),
+            None => Bound::Included(prefix.clone()),
+        };
+        let hi = match crate::codec::prefix_successor(&prefix) {
+            Some(end) => Bound::Excluded(end),
+            None => Bound::Unbounded,
+        };
+
+        let mut facts = Vec::new();
+        let mut last_key = None;
+        let mut more = false;
+        let mut consider = |key: Vec<u8>, latest: Fact| -> Result<bool> {
+            let Some(f) = self.at(latest, q.as_of)? else { return Ok(true) };
+            if !selected(&f, q) {
+                return Ok(true);
+            }
+            if facts.len() == limit {
+                more = true;
+                return Ok(false);
+            }
+            facts.push(f);
+            last_key = Some(key);
+            Ok(true)
+        };
+
+        match plan {
+            Plan::Subject => {
+                let live = self.kv.scan(Keyspace::Sp, lo.clone(), hi.clone(), false);
+                if needs_closed(q) {
+                    let closed = self.kv.scan(Keyspace::Closed, lo, hi, false);
+                    for item in MergeByKey::new(live, closed) {
+                        let (k, v) = item?;
+                        if !consider(k, record::decode(&v)?)? {
+                            break;
+                        }
+                    }
+                } else {
+                    for item in live {
+                        let (k, v) = item?;
+                        if !consider(k, record::decode(&v)?)? {
+                            break;
+                        }
+                    }
+                }
+            }
+            Plan::Predicate | Plan::Object => {
+                let ks = if plan == Plan::Predicate { Keyspace::Ps } else { Keyspace::Os };
+                for item in self.kv.scan(ks, lo, hi, false) {
+                    let (k, _) = item?;
+                    let (s, p, id) =
+                        if plan == Plan::Predicate { keys::decode_ps(&k)? } else { keys::decode_os(&k)? };
+                    let Some(latest) = self.latest_by_key(&s, &p, id, needs_closed(q))? else {
+                        continue;
+                    };
+                    if !consider(k, latest)? {
+                        break;
+                    }
+                }
+            }
+        }
+        let next_cursor = if more { last_key.map(|k| encode_cursor(plan, &k)) } else { None };
+        Ok(FactPage { facts, next_cursor })
+    }
+
+    fn latest_by_key(&self, s: &str, p: &str, id: FactId, closed_too: bool) -> Result<Option<Fact>> {
+        let key = keys::sp(self.tid, s, p, id);
+        if let Some(v) = self.kv.get(Keyspace::Sp, &key)? {
+            return Ok(Some(record::decode(&v)?));
+        }
+        if closed_too {
+            if let Some(v) = self.kv.get(Keyspace::Closed, &key)? {
+                return Ok(Some(record::decode(&v)?));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every version of every fact about `subject` (visible at `as_of`),
+    /// ordered by tx, then fact id.
+    pub fn subject_history(&self, subject: &str, as_of: Option<AsOf>) -> Result<Vec<Fact>> {
+        let prefix = keys::sp_prefix(self.tid, Some(subject), None);
+        let mut out = Vec::new();
+        for ks in [Keyspace::Sp, Keyspace::Closed] {
+            for item in scan_prefix(self.kv, ks, &prefix, false) {
+                let (_, v) = item?;
+                let latest: Fact = record::decode(&v)?;
+                for version in self.versions(latest.id)? {
+                    if as_of.is_none_or(|a| a.admits(version.tx, version.recorded_at)) {
+                        out.push(version);
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| a.tx.cmp(&b.tx).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    /// Committed transactions of the tenant with tx > `after`, oldest first.
+    pub fn changes(&self, tenant: &str, after: Tx, limit: usize) -> Result<Vec<Change>> {
+        let lo = Bound::Excluded(keys::log(self.tid, after));
+        let hi = Bound::Included(keys::log(self.tid, Tx::MAX));
+        let mut out = Vec::new();
+        for item in self.kv.scan(Keyspace::Log, lo, hi, false).take(limit) {
+            let (k, v) = item?;
+            let tx = keys::decode_log_tx(&k)?;
+            let entry: LogEntry = record::decode(&v)?;
+            let mut events = Vec::with_capacity(entry.events.len());
+            for e in entry.events {
+                events.push(match e {
+                    LogEvent::Assert { fact, superseded, continued } => ChangeEvent::Assert {
+                        fact: self.version_at_tx(fact, tx)?,
+                        superseded: superseded
+                            .into_iter()
+                            .map(|id| self.version_at_tx(id, tx))
+                            .collect::<Result<_>>()?,
+                        continued: continued
+                            .into_iter()
+                            .map(|id| self.version_at_tx(id, tx))
+                            .collect::<Result<_>>()?,
+                    },
+                    LogEvent::Retract { fact } => ChangeEvent::Retract { fact: self.version_at_tx(fact, tx)? },
+                    LogEvent::Cardinality { predicate, cardinality } => {
+                        ChangeEvent::Cardinality(PredicateInfo { name: predicate, cardinality })
+                    }
+                    LogEvent::Threshold { threshold } => ChangeEvent::Threshold(threshold),
+                });
+            }
+            out.push(Change { tx, recorded_at: entry.recorded_at, tenant: tenant.to_string(), events });
+        }
+        Ok(out)
+    }
+
+    fn version_at_tx(&self, id: FactId, tx: Tx) -> Result<Fact> {
+        match self.kv.get(Keyspace::Versions, &keys::version(id, tx))? {
+            Some(v) => Ok(record::decode(&v)?),
+            None => Err(EngineError::Storage(crate::error::StorageError::Corrupt(format!(
+                "change log names version {id}@{tx}, which is missing"
+            )))),
+        }
+    }
+
+    pub fn predicates(&self) -> Result<Vec<PredicateInfo>> {
+        let mut out = Vec::new();
+        for item in scan_prefix(self.kv, Keyspace::Meta, &keys::meta::predicate_prefix(self.tid), false) {
+            let (_, v) = item?;
+            out.push(record::decode(&v)?);
+        }
+        Ok(out)
+    }
+
+    pub fn predicate(&self, name: &str) -> Result<PredicateInfo> {
+        match self.kv.get(Keyspace::Meta, &keys::meta::predicate(self.tid, name))? {
+            Some(v) => Ok(record::decode(&v)?),
+            None => Ok(PredicateInfo { name: name.to_string(), cardinality: Cardinality::default() }),
+        }
+    }
+}
+
+/// Whether the read can need facts that are no longer live.
+fn needs_closed(q: &FactQuery) -> bool {
+    q.as_of.is_some()
+        || q.valid_at.is_some()
+        || q.include_retracted
+        || matches!(q.status, StatusFilter::Any | StatusFilter::Only(Status::Superseded | Status::Retracted))
+}
+
+/// The status and valid-time filters of a query, applied to the version
+/// visible at its record time.
+pub(crate) fn selected(f: &Fact, q: &FactQuery) -> bool {
+    let status_ok = if f.status == Status::Retracted {
+        q.include_retracted || q.status == StatusFilter::Only(Status::Retracted)
+    } else {
+        match q.status {
+            StatusFilter::Current => {
+                f.status == Status::Active || (q.valid_at.is_some() && f.status == Status::Superseded)
+            }
+            StatusFilter::Only(s) => f.status == s,
+            StatusFilter::Any => true,
+        }
+    };
+    status_ok
+        && q.valid_at.is_none_or(|t| f.covers(t))
+        && q.subject.as_ref().is_none_or(|s| &f.subject == s)
+        && q.predicate.as_ref().is_none_or(|p| &f.predicate == p)
+        && q.object.as_ref().is_none_or(|o| &f.object == o)
+}
+
+fn push_unique(v: &mut Vec<Uuid>, id: Uuid) {
+    if !v.contains(&id) {
+        v.push(id);
+    }
+}
+
+fn encode_cursor(plan: Plan, key: &[u8]) -> String {
+    let mut s = String::with_capacity(1 + key.len() * 2);
+    s.push(plan.tag());
+    for b in key {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+fn decode_cursor(c: &str, plan: Plan, prefix: &[u8]) -> Result<Vec<u8>> {
+    let bad = || EngineError::invalid("cursor does not belong to this query");
+    let hex = c.strip_prefix(plan.tag()).ok_or_else(bad)?;
+    if hex.len() % 2 != 0 || !hex.is_ascii() {
+        return Err(bad());
+    }
+    let key = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16))
+        .collect::<std::result::Result<Vec<u8>, _>>()
+        .map_err(|_| bad())?;
+    if !key.starts_with(prefix) {
+        return Err(bad());
+    }
+    // The key must parse as far as its tenant id at least.
+    KeyReader::new(&key).u32().map_err(|_| bad())?;
+    Ok(key)
+}
+
+/// Merges two ascending key streams (the live and closed indexes share a key
+/// layout and never hold the same key at once).
+struct MergeByKey<I: Iterator> {
+    a: std::iter::Peekable<I>,
+    b: std::iter::Peekable<I>,
+}
+
+impl<I: Iterator<Item = Result<(Vec<u8>, Vec<u8>), crate::error::StorageError>>> MergeByKey<I> {
+    fn new(a: I, b: I) -> Self {
+        MergeByKey { a: a.peekable(), b: b.peekable() }
+    }
+}
+
+impl<I: Iterator<Item = Result<(Vec<u8>, Vec<u8>), crate::error::StorageError>>> Iterator for MergeByKey<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
+        let order = match (self.a.peek(), self.b.peek()) {
+            (None, None) => return None,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(Err(_)), _) => Ordering::Less,
+            (_, Some(Err(_))) => Ordering::Greater,
+            (Some(Ok((ka, _))), Some(Ok((kb, _)))) => ka.cmp(kb),
+        };
+        if order == Ordering::Greater {
+            self.b.next()
+        } else {
+            self.a.next()
+        }
+    }
+}

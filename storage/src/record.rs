@@ -1,0 +1,47 @@
+//! Value encodings: MessagePack (rmp-serde) behind a one-byte record version,
+//! so a future layout can be told apart from this one by its first byte.
+
+use crate::error::StorageError;
+use crate::model::{Cardinality, FactId, Millis, Tx};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+/// First byte of every stored value written by this format.
+pub const RECORD_V1: u8 = 1;
+
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = vec![RECORD_V1];
+    rmp_serde::encode::write(&mut out, value).expect("records serialize to a Vec");
+    out
+}
+
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StorageError> {
+    match bytes.split_first() {
+        Some((&RECORD_V1, body)) => rmp_serde::from_slice(body)
+            .map_err(|e| StorageError::Corrupt(format!("undecodable record: {e}"))),
+        Some((v, _)) => Err(StorageError::Corrupt(format!("unknown record version {v}"))),
+        None => Err(StorageError::Corrupt("empty record".into())),
+    }
+}
+
+/// The last committed transaction and its record time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Clock {
+    pub last_tx: Tx,
+    pub last_recorded_at: Millis,
+}
+
+/// One change-log entry: what a transaction did, by fact id. The fact
+/// versions themselves are in `versions` under `id | tx`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub recorded_at: Millis,
+    pub events: Vec<LogEvent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum LogEvent {
+    Assert { fact: FactId, superseded: Vec<FactId>, continued: Vec<FactId> },
+    Retract { fact: FactId },
+    Cardinality { predicate: String, cardinality: Cardinality },
+    Threshold { threshold: f64 },
+}

@@ -1,0 +1,287 @@
+//! The write semantics: how one request (a list of [`WriteOp`]s of one tenant)
+//! becomes new fact versions and index entries in the group's overlay.
+//!
+//! This is the only place that implements the valid-time takeover rules of the
+//! product contract; read it next to `docs/semantics.md`.
+
+use super::catalog::Catalog;
+use super::overlay::Overlay;
+use crate::error::{EngineError, Result};
+use crate::keys::{self, TenantId};
+use crate::kv::Keyspace;
+use crate::limits::validate_input;
+use crate::model::*;
+use crate::record::{self, LogEntry, LogEvent};
+use uuid::Uuid;
+
+pub struct Request<'a> {
+    pub tenant: &'a str,
+    pub ops: &'a [WriteOp],
+}
+
+/// Everything one request needs while it runs.
+struct Cx<'o, 'kv> {
+    ov: &'o mut Overlay<'kv>,
+    cat: &'o mut Catalog,
+    tenant: &'o str,
+    tid: TenantId,
+    tx: Tx,
+    now: Millis,
+}
+
+/// Applies one request to the overlay. On error the caller rolls the overlay
+/// and catalog back to their marks: nothing of a failed request survives.
+pub fn apply(ov: &mut Overlay<'_>, cat: &mut Catalog, req: Request<'_>, wall_now: Millis) -> Result<WriteOutcome> {
+    if req.tenant.is_empty() {
+        return Err(EngineError::invalid("tenant must not be empty"));
+    }
+    if req.ops.is_empty() {
+        return Err(EngineError::invalid("a write needs at least one operation"));
+    }
+    for op in req.ops {
+        match op {
+            WriteOp::Assert(input) => validate_input(input)?,
+            WriteOp::SetThreshold(t) if !(0.0..=1.0).contains(t) => {
+                return Err(EngineError::invalid(format!("threshold must be within [0, 1], got {t}")))
+            }
+            WriteOp::SetCardinality { predicate, .. } if predicate.is_empty() => {
+                return Err(EngineError::invalid("predicate must not be empty"))
+            }
+            _ => {}
+        }
+    }
+
+    let (tx, now) = cat.next_tx(wall_now);
+    let (tid, new_tenant) = cat.tenant(req.tenant);
+    if new_tenant {
+        ov.put(Keyspace::Meta, keys::meta::tenant_by_name(req.tenant), record::encode(&tid));
+        ov.put(Keyspace::Meta, keys::meta::tenant_by_id(tid), record::encode(&req.tenant));
+    }
+    let mut cx = Cx { ov, cat, tenant: req.tenant, tid, tx, now };
+
+    let mut outcomes = Vec::with_capacity(req.ops.len());
+    let mut events = Vec::with_capacity(req.ops.len());
+    for op in req.ops {
+        let outcome = match op {
+            WriteOp::Assert(input) => {
+                let a = cx.assert(input)?;
+                events.push(LogEvent::Assert {
+                    fact: a.fact.id,
+                    superseded: a.superseded.iter().map(|f| f.id).collect(),
+                    continued: a.continued.iter().map(|f| f.id).collect(),
+                });
+                OpOutcome::Asserted(a)
+            }
+            WriteOp::Retract(id) => {
+                let (fact, changed) = cx.retract(*id)?;
+                if changed {
+                    events.push(LogEvent::Retract { fact: fact.id });
+                }
+                OpOutcome::Retracted { fact, changed }
+            }
+            WriteOp::SetCardinality { predicate, cardinality } => {
+                let info = PredicateInfo { name: predicate.clone(), cardinality: *cardinality };
+                cx.ov.put(Keyspace::Meta, keys::meta::predicate(tid, predicate), record::encode(&info));
+                cx.cat.set_cardinality(tid, predicate, *cardinality);
+                events.push(LogEvent::Cardinality { predicate: predicate.clone(), cardinality: *cardinality });
+                OpOutcome::CardinalitySet(info)
+            }
+            WriteOp::SetThreshold(t) => {
+                cx.ov.put(Keyspace::Meta, keys::meta::threshold(tid), record::encode(t));
+                cx.cat.set_threshold(tid, *t);
+                events.push(LogEvent::Threshold { threshold: *t });
+                OpOutcome::ThresholdSet(*t)
+            }
+        };
+        outcomes.push(outcome);
+    }
+    let entry = LogEntry { recorded_at: now, events };
+    cx.ov.put(Keyspace::Log, keys::log(tid, tx), record::encode(&entry));
+    Ok(WriteOutcome { tx, recorded_at: now, outcomes })
+}
+
+impl Cx<'_, '_> {
+    fn assert(&mut self, input: &FactInput) -> Result<Asserted> {
+        let valid_from = input.valid_from.unwrap_or(self.now);
+        let valid_until = input.valid_until;
+        if let Some(u) = valid_until {
+            if u <= valid_from {
+                return Err(EngineError::invalid(format!(
+                    "valid_until ({u}) must be after valid_from ({valid_from})"
+                )));
+            }
+        }
+        let confidence = input.confidence.unwrap_or(1.0);
+        let status = if confidence >= self.cat.threshold(self.tid) { Status::Active } else { Status::Candidate };
+        let mut fact = Fact {
+            id: Uuid::now_v7(),
+            tenant: self.tenant.to_string(),
+            subject: input.subject.clone(),
+            predicate: input.predicate.clone(),
+            object: input.object.clone(),
+            confidence,
+            source: input.source.clone(),
+            properties: input.properties.clone(),
+            valid_from,
+            valid_until,
+            recorded_at: self.now,
+            tx: self.tx,
+            status,
+            created_tx: self.tx,
+            created_at: self.now,
+            supersedes: Vec::new(),
+            superseded_by: None,
+            continues: None,
+            continued_by: None,
+        };
+
+        let live = self.live_facts(&fact.subject, &fact.predicate)?;
+        let mut superseded = Vec::new();
+        let mut continued = Vec::new();
+        if status == Status::Active {
+            let ov = &*self.ov;
+            let cardinality =
+                self.cat.cardinality(|k| ov.get(Keyspace::Meta, k), self.tid, &fact.predicate)?;
+            let overlapping: Vec<Fact> = live
+                .iter()
+                .filter(|old| old.status == Status::Active && old.overlaps(valid_from, valid_until))
+                .filter(|old| cardinality != Cardinality::Many || old.object == fact.object)
+                .cloned()
+                .collect();
+            if cardinality == Cardinality::Strict {
+                if let Some(clash) = overlapping.iter().find(|old| old.object != fact.object) {
+                    return Err(EngineError::Conflict(format!(
+                        "{} {} is strict and already has {} over an overlapping valid interval (fact {})",
+                        fact.subject, fact.predicate, clash.object, clash.id
+                    )));
+                }
+            }
+            for old in overlapping {
+                let (closed, tail) = self.take_over(old, &fact);
+                fact.supersedes.push(closed.id);
+                superseded.push(closed);
+                continued.extend(tail);
+            }
+        }
+        let is_new_subject_or_predicate = live.is_empty();
+        self.write_new_fact(&fact, is_new_subject_or_predicate)?;
+        Ok(Asserted { fact, superseded, continued })
+    }
+
+    /// Closes `old` where `new` takes over: `old` keeps what lies before
+    /// `new.valid_from`; what lies after a bounded `new` lives on as a tail.
+    fn take_over(&mut self, old: Fact, new: &Fact) -> (Fact, Option<Fact>) {
+        let mut closed = old.clone();
+        closed.status = Status::Superseded;
+        // Clamped at the old start, so a closed interval never ends before it
+        // begins: a fact wholly taken over keeps an empty interval.
+        closed.valid_until = Some(new.valid_from.max(old.valid_from));
+        closed.superseded_by = Some(new.id);
+        closed.tx = self.tx;
+        closed.recorded_at = self.now;
+
+        let tail = match new.valid_until {
+            Some(end) if old.valid_until.is_none_or(|u| u > end) => Some(Fact {
+                id: Uuid::now_v7(),
+                valid_from: end.max(old.valid_from),
+                valid_until: old.valid_until,
+                status: Status::Active,
+                tx: self.tx,
+                recorded_at: self.now,
+                created_tx: self.tx,
+                created_at: self.now,
+                supersedes: Vec::new(),
+                superseded_by: None,
+                continues: Some(old.id),
+                continued_by: None,
+                ..old.clone()
+            }),
+            _ => None,
+        };
+        closed.continued_by = tail.as_ref().map(|t| t.id);
+
+        self.close(&old, &closed);
+        if let Some(t) = &tail {
+            // The subject and predicate exist: `old` has them.
+            self.write_new_fact(t, false).expect("no lookups when subject and predicate exist");
+        }
+        (closed, tail)
+    }
+
+    /// Writes `closed`, the new latest version of live fact `old`, and moves
+    /// the fact from the live index to the closed one.
+    fn close(&mut self, old: &Fact, closed: &Fact) {
+        let tid = self.tid;
+        let was_live = old.status.is_live();
+        self.ov.put(Keyspace::Versions, keys::version(closed.id, closed.tx), record::encode(closed));
+        let idx_key = keys::sp(tid, &closed.subject, &closed.predicate, closed.id);
+        if was_live {
+            self.ov.delete(Keyspace::Sp, idx_key.clone());
+        }
+        self.ov.put(Keyspace::Closed, idx_key, record::encode(closed));
+        let (from, to) = (old.status, closed.status);
+        self.cat.stats(tid, |s| {
+            *s.count_mut(from) -= 1;
+            *s.count_mut(to) += 1;
+        });
+    }
+
+    /// Writes the first version of a fact and its index entries. `maybe_new`
+    /// asks to check whether the subject and predicate are new to the tenant
+    /// (for the distinct counts in stats).
+    fn write_new_fact(&mut self, f: &Fact, maybe_new: bool) -> Result<()> {
+        let tid = self.tid;
+        let (mut new_subject, mut new_predicate) = (false, false);
+        if maybe_new {
+            let subject_prefix = keys::sp_prefix(tid, Some(&f.subject), None);
+            new_subject = !self.ov.has_prefix(Keyspace::Sp, &subject_prefix)?
+                && !self.ov.has_prefix(Keyspace::Closed, &subject_prefix)?;
+            new_predicate = !self.ov.has_prefix(Keyspace::Ps, &keys::ps_prefix(tid, &f.predicate))?;
+        }
+        let bytes = record::encode(f);
+        self.ov.put(Keyspace::Versions, keys::version(f.id, f.tx), bytes.clone());
+        self.ov.put(Keyspace::Sp, keys::sp(tid, &f.subject, &f.predicate, f.id), bytes);
+        self.ov.put(Keyspace::Ps, keys::ps(tid, &f.predicate, &f.subject, f.id), Vec::new());
+        self.ov.put(Keyspace::Os, keys::os(tid, &f.object, &f.predicate, &f.subject, f.id), Vec::new());
+        let status = f.status;
+        self.cat.stats(tid, |s| {
+            *s.count_mut(status) += 1;
+            s.subjects += u64::from(new_subject);
+            s.predicates += u64::from(new_predicate);
+        });
+        Ok(())
+    }
+
+    fn live_facts(&self, subject: &str, predicate: &str) -> Result<Vec<Fact>> {
+        let prefix = keys::sp_prefix(self.tid, Some(subject), Some(predicate));
+        self.ov
+            .scan_prefix(Keyspace::Sp, &prefix)?
+            .into_iter()
+            .map(|(_, v)| record::decode::<Fact>(&v).map_err(EngineError::from))
+            .collect()
+    }
+
+    fn retract(&mut self, id: FactId) -> Result<(Fact, bool)> {
+        let latest = self.latest_version(id)?.filter(|f| f.tenant == self.tenant);
+        let Some(old) = latest else {
+            return Err(EngineError::NotFound(format!("no fact with id {id}")));
+        };
+        if old.status == Status::Retracted {
+            return Ok((old, false));
+        }
+        let mut gone = old.clone();
+        gone.status = Status::Retracted;
+        gone.tx = self.tx;
+        gone.recorded_at = self.now;
+        self.close(&old, &gone);
+        Ok((gone, true))
+    }
+
+    fn latest_version(&self, id: FactId) -> Result<Option<Fact>> {
+        let rows = self.ov.scan_prefix(Keyspace::Versions, &keys::version_prefix(id))?;
+        match rows.last() {
+            Some((_, v)) => Ok(Some(record::decode(v)?)),
+            None => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The writer's in-memory state: clock, tenants, thresholds, cardinalities and
+//! stats. It is loaded once at open and then changed only by the writer
+//! thread; every change is journaled so a failed request (or a failed commit
+//! group) can be undone exactly.
+
+use crate::error::StorageError;
+use crate::keys::{self, TenantId};
+use crate::kv::{scan_prefix, Keyspace, OrderedKv};
+use crate::model::{Cardinality, Millis, PredicateInfo, TenantStats, Tx};
+use crate::record::{self, Clock};
+use std::collections::{BTreeSet, HashMap};
+
+pub const DEFAULT_THRESHOLD: f64 = 0.75;
+
+/// The part of the catalog readers need; published after each commit.
+#[derive(Debug, Clone, Default)]
+pub struct Published {
+    pub clock: Clock,
+    pub tenants: HashMap<String, TenantId>,
+    pub thresholds: HashMap<TenantId, f64>,
+    pub stats: HashMap<TenantId, TenantStats>,
+}
+
+#[derive(Debug)]
+enum Undo {
+    Clock(Clock),
+    NewTenant(String),
+    Threshold(TenantId, Option<f64>),
+    Stats(TenantId, Option<TenantStats>),
+    Predicate((TenantId, String), Option<Cardinality>),
+}
+
+#[derive(Debug)]
+pub struct Catalog {
+    pub state: Published,
+    next_tenant: TenantId,
+    /// Cardinalities looked up or set so far (absent from the map: not loaded).
+    predicates: HashMap<(TenantId, String), Cardinality>,
+    /// Tenants whose stats changed since the last group was flushed.
+    pub dirty_stats: BTreeSet<TenantId>,
+    journal: Vec<Undo>,
+}
+
+impl Catalog {
+    pub fn load(kv: &dyn OrderedKv) -> Result<Self, StorageError> {
+        let mut state = Published::default();
+        if let Some(v) = kv.get(Keyspace::Meta, keys::meta::CLOCK)? {
+            state.clock = record::decode(&v)?;
+        }
+        let mut next_tenant = 1;
+        for item in scan_prefix(kv, Keyspace::Meta, &keys::meta::tenant_by_name_prefix(), false) {
+            let (k, v) = item?;
+            let id: TenantId = record::decode(&v)?;
+            next_tenant = next_tenant.max(id + 1);
+            state.tenants.insert(keys::meta::tenant_name_of(&k)?, id);
+        }
+        for item in scan_prefix(kv, Keyspace::Meta, &keys::meta::threshold_prefix(), false) {
+            let (k, v) = item?;
+            state.thresholds.insert(keys::meta::tenant_of(&k)?, record::decode(&v)?);
+        }
+        for item in scan_prefix(kv, Keyspace::Meta, &keys::meta::stats_prefix(), false) {
+            let (k, v) = item?;
+            state.stats.insert(keys::meta::tenant_of(&k)?, record::decode(&v)?);
+        }
+        Ok(Catalog {
+            state,
+            next_tenant,
+            predicates: HashMap::new(),
+            dirty_stats: BTreeSet::new(),
+            journal: Vec::new(),
+        })
+    }
+
+    pub fn mark(&self) -> usize {
+        self.journal.len()
+    }
+
+    pub fn rollback(&mut self, mark: usize) {
+        while self.journal.len() > mark {
+            match self.journal.pop().expect("len checked") {
+                Undo::Clock(c) => self.state.clock = c,
+                Undo::NewTenant(name) => {
+                    self.state.tenants.remove(&name);
+                    self.next_tenant -= 1;
+                }
+                Undo::Threshold(t, old) => restore(&mut self.state.thresholds, t, old),
+                Undo::Stats(t, old) => restore(&mut self.state.stats, t, old),
+                Undo::Predicate(k, old) => restore(&mut self.predicates, k, old),
+            }
+        }
+    }
+
+    /// Forgets the journal: everything so far is committed.
+    pub fn commit(&mut self) {
+        self.journal.clear();
+        self.dirty_stats.clear();
+    }
+
+    /// Takes the next tx and a record time that never goes backwards, even if
+    /// the wall clock does.
+    pub fn next_tx(&mut self, wall_now: Millis) -> (Tx, Millis) {
+        let old = self.state.clock;
+        self.journal.push(Undo::Clock(old));
+        self.state.clock = Clock {
+            last_tx: old.last_tx + 1,
+            last_recorded_at: wall_now.max(old.last_recorded_at),
+        };
+        (self.state.clock.last_tx, self.state.clock.last_recorded_at)
+    }
+
+    /// The tenant's id, creating it when new (`Some(id)` in the second field
+    /// tells the caller to persist the new tenant).
+    pub fn tenant(&mut self, name: &str) -> (TenantId, bool) {
+        if let Some(id) = self.state.tenants.get(name) {
+            return (*id, false);
+        }
+        let id = self.next_tenant;
+        self.next_tenant += 1;
+        self.state.tenants.insert(name.to_string(), id);
+        self.journal.push(Undo::NewTenant(name.to_string()));
+        (id, true)
+    }
+
+    pub fn threshold(&self, t: TenantId) -> f64 {
+        self.state.thresholds.get(&t).copied().unwrap_or(DEFAULT_THRESHOLD)
+    }
+
+    pub fn set_threshold(&mut self, t: TenantId, v: f64) {
+        let old = self.state.thresholds.insert(t, v);
+        self.journal.push(Undo::Threshold(t, old));
+    }
+
+    pub fn cardinality(
+        &mut self,
+        kv_get: impl FnOnce(&[u8]) -> Result<Option<Vec<u8>>, StorageError>,
+        t: TenantId,
+        predicate: &str,
+    ) -> Result<Cardinality, StorageError> {
+        let key = (t, predicate.to_string());
+        if let Some(c) = self.predicates.get(&key) {
+            return Ok(*c);
+        }
+        let c = match kv_get(&keys::meta::predicate(t, predicate))? {
+            Some(v) => record::decode::<PredicateInfo>(&v)?.cardinality,
+            None => Cardinality::default(),
+        };
+        // A cache fill is not a change: no journal entry needed, the value is
+        // what the store holds.
+        self.predicates.insert(key, c);
+        Ok(c)
+    }
+
+    pub fn set_cardinality(&mut self, t: TenantId, predicate: &str, c: Cardinality) {
+        let key = (t, predicate.to_string());
+        let old = self.predicates.insert(key.clone(), c);
+        self.journal.push(Undo::Predicate(key, old));
+    }
+
+    /// Changes a tenant's stats through `f`, journaled.
+    pub fn stats(&mut self, t: TenantId, f: impl FnOnce(&mut TenantStats)) {
+        let entry = self.state.stats.entry(t).or_default();
+        let before = entry.clone();
+        f(entry);
+        self.journal.push(Undo::Stats(t, Some(before)));
+        self.dirty_stats.insert(t);
+    }
+}
+
+fn restore<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>, k: K, old: Option<V>) {
+    match old {
+        Some(v) => map.insert(k, v),
+        None => map.remove(&k),
+    };
+}
