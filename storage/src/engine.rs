@@ -7,7 +7,8 @@ use crate::model::*;
 use crate::read::Reader;
 use crate::write::{self, Catalog, CommitListener, Durability, Job, Published, Writer};
 use crossbeam_channel::Sender;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -52,7 +53,26 @@ pub struct Engine {
     writer: Mutex<Option<JoinHandle<()>>>,
     published: Arc<RwLock<Arc<Published>>>,
     listeners: Arc<RwLock<Vec<CommitListener>>>,
+    /// Held for reading by every read, for writing by the writer while it
+    /// applies a commit group: a read is a series of scans and gets on
+    /// several keyspaces, and without it one read could see a group half
+    /// applied (a fact both in the live and the closed index, or the old and
+    /// the new active fact at once).
+    snapshot: Arc<RwLock<()>>,
     format_found: u32,
+}
+
+/// A [`Reader`] that keeps commit groups out while it lives.
+struct Snapshot<'a> {
+    reader: Reader<'a>,
+    _guard: RwLockReadGuard<'a, ()>,
+}
+
+impl<'a> Deref for Snapshot<'a> {
+    type Target = Reader<'a>;
+    fn deref(&self) -> &Reader<'a> {
+        &self.reader
+    }
 }
 
 impl Engine {
@@ -74,12 +94,14 @@ impl Engine {
         let catalog = Catalog::load(kv.as_ref())?;
         let published = Arc::new(RwLock::new(Arc::new(catalog.state.clone())));
         let listeners: Arc<RwLock<Vec<CommitListener>>> = Arc::default();
+        let snapshot: Arc<RwLock<()>> = Arc::default();
         let (sender, receiver) = crossbeam_channel::unbounded();
         let writer = Writer {
             kv: Arc::clone(&kv),
             catalog,
             published: Arc::clone(&published),
             listeners: Arc::clone(&listeners),
+            snapshot: Arc::clone(&snapshot),
             durability: config.durability,
             max_group: config.max_group.max(1),
             clock,
@@ -94,6 +116,7 @@ impl Engine {
             writer: Mutex::new(Some(handle)),
             published,
             listeners,
+            snapshot,
             format_found,
         })
     }
@@ -169,8 +192,12 @@ impl Engine {
 
     // ---- reads ---------------------------------------------------------------
 
-    fn reader(&self, tenant: &str) -> Option<Reader<'_>> {
-        self.tenant_id(tenant).map(|tid| Reader { kv: self.kv.as_ref(), tid })
+    /// A reader of `tenant` that sees whole commit groups only. Take one per
+    /// read, never two at once in one thread (the lock is fair: a second read
+    /// lock behind a waiting writer would deadlock).
+    fn reader(&self, tenant: &str) -> Option<Snapshot<'_>> {
+        let tid = self.tenant_id(tenant)?;
+        Some(Snapshot { reader: Reader { kv: self.kv.as_ref(), tid }, _guard: self.snapshot.read() })
     }
 
     fn tenant_id(&self, tenant: &str) -> Option<TenantId> {

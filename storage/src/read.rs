@@ -1,7 +1,8 @@
 //! The read path. Every read is a range scan inside one tenant's key range,
 //! then a walk back through a fact's versions when the read is rewound
-//! (`as_of`). Reads never take a lock the writer holds: they see the store as
-//! of the last applied group.
+//! (`as_of`). A read never waits for a sync; it only keeps the writer from
+//! applying a group while it runs (the engine's `snapshot` lock), so it sees
+//! the store as of the last applied group, never half of one.
 
 use crate::codec::KeyReader;
 use crate::error::{EngineError, Result};

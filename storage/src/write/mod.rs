@@ -57,6 +57,9 @@ pub(crate) struct Writer {
     pub catalog: Catalog,
     pub published: Arc<RwLock<Arc<Published>>>,
     pub listeners: Arc<RwLock<Vec<CommitListener>>>,
+    /// Taken for writing while a group is applied, so that no read sees it
+    /// half applied (see `Engine::snapshot`). Not held during the sync.
+    pub snapshot: Arc<RwLock<()>>,
     pub durability: Durability,
     pub max_group: usize,
     pub clock: fn() -> Millis,
@@ -103,7 +106,12 @@ impl Writer {
         }
         if !ov.is_empty() {
             self.write_catalog(&mut ov);
-            let stored = kv.apply(ov.into_batch()).and_then(|()| match self.durability {
+            let batch = ov.into_batch();
+            let applied = {
+                let _no_readers = self.snapshot.write();
+                kv.apply(batch)
+            };
+            let stored = applied.and_then(|()| match self.durability {
                 Durability::Durable => kv.sync(),
                 Durability::Relaxed => Ok(()),
             });
