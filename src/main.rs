@@ -1,1 +1,118 @@
-fn main(){}
+//! The `tempora` command line. Parses flags, sets up logging, and hands over
+//! to `tempora::server`.
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use tempora::config::{Config, DurabilitySetting, LogFormat, Overrides};
+
+#[derive(Parser)]
+#[command(name = "tempora", version, about = "A persistent, bitemporal memory database for AI agents")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server. With no flags and no config file: data in
+    /// ./tempora-data, open mode, loopback listeners only.
+    ///
+    /// Every setting can also come from a TOML file (--config) or a TEMPORA_*
+    /// environment variable; precedence is flag > environment > file > default.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// TOML configuration file [env: TEMPORA_CONFIG]
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Data directory [env: TEMPORA_DATA_DIR] [default: ./tempora-data]
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// HTTP listener address, or `off` [env: TEMPORA_HTTP_ADDR] [default: 127.0.0.1:8080]
+    #[arg(long, value_name = "ADDR")]
+    http_addr: Option<String>,
+    /// gRPC listener address, or `off` [env: TEMPORA_GRPC_ADDR] [default: 127.0.0.1:30011]
+    #[arg(long, value_name = "ADDR")]
+    grpc_addr: Option<String>,
+    /// NeuroDock TCP listener address, or `off` [env: TEMPORA_TCP_ADDR] [default: 127.0.0.1:5050]
+    #[arg(long, value_name = "ADDR")]
+    tcp_addr: Option<String>,
+    /// Log format [env: TEMPORA_LOG_FORMAT] [default: text]
+    #[arg(long, value_enum)]
+    log_format: Option<LogFormatArg>,
+    /// `durable` (default): a write returns once it is on disk. `relaxed`:
+    /// once applied, synced later; for bulk loads you can redo
+    /// [env: TEMPORA_DURABILITY]
+    #[arg(long, value_enum)]
+    durability: Option<DurabilityArg>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DurabilityArg {
+    Durable,
+    Relaxed,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let file = args.config.clone().or_else(|| env("TEMPORA_CONFIG").map(PathBuf::from));
+    let flags = Overrides {
+        data_dir: args.data_dir,
+        http_addr: args.http_addr,
+        grpc_addr: args.grpc_addr,
+        tcp_addr: args.tcp_addr,
+        log_format: args.log_format.map(|f| match f {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        }),
+        durability: args.durability.map(|d| match d {
+            DurabilityArg::Durable => DurabilitySetting::Durable,
+            DurabilityArg::Relaxed => DurabilitySetting::Relaxed,
+        }),
+    };
+    let cfg = Config::load(file.as_deref(), &env, flags)?;
+    init_logging(cfg.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(tempora::server::run(cfg, tempora::server::shutdown_signal()))
+}
+
+fn init_logging(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("TEMPORA_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(|| QuietStderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Standard error that drops what it cannot write: a closed log pipe must not
+/// take the server down with it.
+struct QuietStderr;
+
+impl std::io::Write for QuietStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
+}
