@@ -105,6 +105,7 @@ impl Engine {
             durability: config.durability,
             max_group: config.max_group.max(1),
             clock,
+            unsynced: false,
         };
         let handle = std::thread::Builder::new()
             .name("tempora-writer".into())

@@ -63,6 +63,8 @@ pub(crate) struct Writer {
     pub durability: Durability,
     pub max_group: usize,
     pub clock: fn() -> Millis,
+    /// The last group was applied but its sync failed.
+    pub unsynced: bool,
 }
 
 pub fn wall_clock() -> Millis {
@@ -107,25 +109,34 @@ impl Writer {
         if !ov.is_empty() {
             self.write_catalog(&mut ov);
             let batch = ov.into_batch();
-            let applied = {
+            // A sync that failed for an earlier group must succeed before
+            // anything new is applied on top of it.
+            let pending = if self.unsynced { kv.sync() } else { Ok(()) };
+            let applied = pending.and_then(|()| {
                 let _no_readers = self.snapshot.write();
                 kv.apply(batch)
-            };
-            let stored = applied.and_then(|()| match self.durability {
-                Durability::Durable => kv.sync(),
-                Durability::Relaxed => Ok(()),
             });
-            if let Err(e) = stored {
+            if let Err(e) = applied {
+                // Nothing of the group reached the store (the batch is atomic):
+                // forget it entirely, tx numbers included.
                 tracing::error!(error = %e, "commit group failed; its requests are not written");
                 self.catalog.rollback(group_mark);
-                let msg = e.to_string();
-                for job in jobs {
-                    let err = EngineError::Storage(crate::error::StorageError::Backend(format!(
-                        "write not stored: {msg}"
-                    )));
-                    let _ = job.reply.send(Err(err));
-                }
+                fail_all(jobs, &format!("write not stored: {e}"));
                 return;
+            }
+            self.unsynced = false;
+            if self.durability == Durability::Durable {
+                if let Err(e) = kv.sync() {
+                    // The group is applied and may yet reach the disk, so its
+                    // tx numbers stay taken; but it is not acknowledged. The
+                    // next group syncs first.
+                    tracing::error!(error = %e, "sync failed; the group's writes are not acknowledged");
+                    self.unsynced = true;
+                    self.catalog.commit();
+                    *self.published.write() = Arc::new(self.catalog.state.clone());
+                    fail_all(jobs, &format!("write not confirmed durable (sync failed: {e}); it may or may not survive a crash"));
+                    return;
+                }
             }
         }
         self.catalog.commit();
@@ -155,5 +166,12 @@ impl Writer {
                 ov.put(Keyspace::Meta, keys::meta::stats(*t), record::encode(s));
             }
         }
+    }
+}
+
+fn fail_all(jobs: Vec<Job>, msg: &str) {
+    for job in jobs {
+        let err = EngineError::Storage(crate::error::StorageError::Backend(msg.to_string()));
+        let _ = job.reply.send(Err(err));
     }
 }

@@ -1,0 +1,113 @@
+//! On-disk format compatibility: a data directory written by format 1 (kept
+//! under `tests/data/format1`, written by
+//! `storage/examples/make_format1_fixture.rs`) opens and reads the same; a
+//! directory of a newer format is refused with a clear message and left as
+//! it was.
+
+use std::path::{Path, PathBuf};
+use tempora_storage::kv::{Keyspace, OrderedKv, SledKv, WriteBatch};
+use tempora_storage::*;
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn fixture() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format1"), &dir);
+    (tmp, dir)
+}
+
+fn by_subject(e: &Engine, tenant: &str, subject: &str, q: FactQuery) -> Vec<Fact> {
+    e.query(tenant, &FactQuery { subject: Some(subject.into()), ..q }).unwrap().facts
+}
+
+#[test]
+fn a_format_1_data_dir_opens_and_reads_the_same() {
+    let (_tmp, dir) = fixture();
+    let e = Engine::open(EngineConfig::at(&dir)).unwrap();
+    assert_eq!(e.format_found(), 1);
+
+    let now = by_subject(&e, "default", "Person:sarah", FactQuery { predicate: Some("works_at".into()), ..Default::default() });
+    assert_eq!(now.len(), 1);
+    assert_eq!(now[0].object, "Org:globex");
+    let then = by_subject(
+        &e,
+        "default",
+        "Person:sarah",
+        FactQuery { predicate: Some("works_at".into()), valid_at: Some(1_640_995_200_000), ..Default::default() },
+    );
+    assert_eq!(then[0].object, "Org:acme");
+    assert_eq!(then[0].status, Status::Superseded);
+
+    let knows = by_subject(&e, "default", "Person:sarah", FactQuery { predicate: Some("knows".into()), ..Default::default() });
+    assert_eq!(knows.len(), 2, "a `many` predicate keeps both values");
+    assert_eq!(e.predicate("default", "knows").unwrap().cardinality, Cardinality::Many);
+
+    let candidates = by_subject(&e, "default", "Person:tom", FactQuery { status: StatusFilter::Only(Status::Candidate), ..Default::default() });
+    assert_eq!(candidates.len(), 1);
+
+    let acme = e.query("acme", &FactQuery { include_retracted: true, ..Default::default() }).unwrap().facts;
+    assert_eq!(acme.len(), 1);
+    assert_eq!(acme[0].status, Status::Retracted);
+
+    let s = e.stats("default");
+    assert_eq!((s.active, s.superseded, s.candidate, s.retracted), (3, 1, 1, 0));
+    assert_eq!(e.last_tx().0, 6);
+    assert_eq!(e.changes("default", 0, 100).unwrap().len(), 4);
+
+    // It keeps working as a live store: a new write continues the tx sequence.
+    let next = e.assert("default", FactInput::new("Person:sarah", "works_at", "Org:initech")).unwrap();
+    assert_eq!(next.fact.tx, 7);
+    assert_eq!(next.superseded[0].object, "Org:globex");
+}
+
+fn set_format(dir: &Path, format_record: Vec<u8>) {
+    let kv = SledKv::open(dir, 1 << 20).unwrap();
+    let mut b = WriteBatch::default();
+    b.put(Keyspace::Meta, vec![0x01], format_record);
+    kv.apply(b).unwrap();
+    kv.sync().unwrap();
+}
+
+#[test]
+fn a_newer_format_is_refused_with_a_clear_message_and_left_untouched() {
+    let (_tmp, dir) = fixture();
+    // Record version byte 1, then MessagePack 99 (a positive fixint).
+    set_format(&dir, vec![0x01, 99]);
+    let err = match Engine::open(EngineConfig::at(&dir)) {
+        Err(e) => e,
+        Ok(_) => panic!("a format-99 directory must not open"),
+    };
+    assert!(matches!(err, EngineError::FormatTooNew(_)), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("format 99") && msg.contains("newer"), "{msg}");
+
+    // Nothing was changed: the marker still says 99.
+    let kv = SledKv::open(&dir, 1 << 20).unwrap();
+    assert_eq!(kv.get(Keyspace::Meta, &[0x01]).unwrap(), Some(vec![0x01, 99]));
+}
+
+#[test]
+fn a_store_with_data_but_no_format_marker_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let kv = SledKv::open(tmp.path(), 1 << 20).unwrap();
+        let mut b = WriteBatch::default();
+        b.put(Keyspace::Versions, b"stray".to_vec(), b"x".to_vec());
+        kv.apply(b).unwrap();
+        kv.sync().unwrap();
+    }
+    let err = Engine::open(EngineConfig::at(tmp.path())).err().expect("refused");
+    assert!(err.to_string().contains("without a tempora format marker"), "{err}");
+}
