@@ -70,6 +70,21 @@ fn a_format_1_data_dir_opens_and_reads_the_same() {
     let next = e.assert("default", FactInput::new("Person:sarah", "works_at", "Org:initech")).unwrap();
     assert_eq!(next.fact.tx, 7);
     assert_eq!(next.superseded[0].object, "Org:globex");
+
+    // Migration 0002 indexed acme's remaining [2020, 2024): a backfill from
+    // 2022 cuts it back, so 2023 answers only the backfilled value.
+    let backfill = e
+        .assert("default", FactInput::new("Person:sarah", "works_at", "Org:hooli").valid_from(1_640_995_200_000))
+        .unwrap();
+    assert!(backfill.superseded.iter().any(|f| f.object == "Org:acme"), "{:?}", backfill.superseded);
+    let in_2023 = by_subject(
+        &e,
+        "default",
+        "Person:sarah",
+        FactQuery { predicate: Some("works_at".into()), valid_at: Some(1_672_531_200_000), ..Default::default() },
+    );
+    assert_eq!(in_2023.len(), 1, "{in_2023:?}");
+    assert_eq!(in_2023[0].object, "Org:hooli");
 }
 
 fn set_format(dir: &Path, format_record: Vec<u8>) {

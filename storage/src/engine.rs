@@ -222,11 +222,9 @@ impl Engine {
     pub fn query(&self, tenant: &str, q: &FactQuery) -> Result<FactPage> {
         match self.reader(tenant) {
             Some(r) => r.query(q),
-            None => {
-                // Still validate the cursor shape so bad input is reported the
-                // same way for every tenant.
-                Ok(FactPage { facts: Vec::new(), next_cursor: None })
-            }
+            // Cursors carry the tenant's id; a tenant without data has none.
+            None if q.cursor.is_some() => Err(EngineError::invalid("cursor does not belong to this query")),
+            None => Ok(FactPage { facts: Vec::new(), next_cursor: None }),
         }
     }
 

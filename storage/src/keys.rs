@@ -86,6 +86,20 @@ pub fn sp_prefix(t: TenantId, subject: Option<&str>, predicate: Option<&str>) ->
     k.finish()
 }
 
+// --- idx_valid: tenant | subject | predicate | valid_until | fact_id -> () ----
+pub fn valid(t: TenantId, subject: &str, predicate: &str, valid_until: i64, id: FactId) -> Vec<u8> {
+    KeyBuf::new().u32(t).str(subject).str(predicate).i64(valid_until).raw(id.as_bytes()).finish()
+}
+/// The first `idx_valid` key of (subject, predicate) whose `valid_until` is
+/// after `t`.
+pub fn valid_after(t: TenantId, subject: &str, predicate: &str, after: i64) -> Vec<u8> {
+    KeyBuf::new().u32(t).str(subject).str(predicate).i64(after.saturating_add(1)).finish()
+}
+pub fn decode_valid_id(key: &[u8]) -> Result<FactId, StorageError> {
+    let tail = key.len().checked_sub(16).ok_or_else(|| StorageError::Corrupt("short idx_valid key".into()))?;
+    Ok(Uuid::from_bytes(key[tail..].try_into().expect("16 bytes")))
+}
+
 // --- idx_ps: tenant | predicate | subject | fact_id -> () -----------------------
 pub fn ps(t: TenantId, predicate: &str, subject: &str, id: FactId) -> Vec<u8> {
     KeyBuf::new().u32(t).str(predicate).str(subject).raw(id.as_bytes()).finish()
@@ -164,4 +178,9 @@ pub fn decode_log_tx(key: &[u8]) -> Result<Tx, StorageError> {
 
 fn corrupt(e: crate::codec::KeyDecodeError) -> StorageError {
     StorageError::Corrupt(e.to_string())
+}
+
+/// The tenant id leading any tenant-scoped index key.
+pub fn tenant_of_index_key(key: &[u8]) -> Result<TenantId, StorageError> {
+    KeyReader::new(key).u32().map_err(corrupt)
 }

@@ -13,14 +13,19 @@ use crate::record;
 
 #[path = "../../migrations/m0001_initial_layout.rs"]
 mod m0001_initial_layout;
+#[path = "../../migrations/m0002_valid_time_index.rs"]
+mod m0002_valid_time_index;
 
 /// The format this build writes.
-pub const CURRENT_FORMAT: u32 = 1;
+pub const CURRENT_FORMAT: u32 = 2;
 
 type Step = fn(&dyn OrderedKv, &mut WriteBatch) -> Result<(), StorageError>;
 
 /// `STEPS[i]` takes a store from format `i` to format `i + 1`.
-const STEPS: &[(&str, Step)] = &[("0001_initial_layout", m0001_initial_layout::apply)];
+const STEPS: &[(&str, Step)] = &[
+    ("0001_initial_layout", m0001_initial_layout::apply),
+    ("0002_valid_time_index", m0002_valid_time_index::apply),
+];
 
 /// The format recorded in the store; `None` for a store never initialized.
 pub fn stored_format(kv: &dyn OrderedKv) -> Result<Option<u32>, StorageError> {

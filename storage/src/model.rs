@@ -137,8 +137,10 @@ pub struct Fact {
     /// When this fact is the surviving tail of an older fact whose interval a
     /// bounded assertion cut in two: that older fact.
     pub continues: Option<FactId>,
-    /// The reverse link: the tail fact that carries on this one's interval.
-    pub continued_by: Option<FactId>,
+    /// The reverse links: the tail facts that carry on parts of this one's
+    /// interval, oldest first (a fact cut more than once has several).
+    #[serde(deserialize_with = "one_or_many_ids")]
+    pub continued_by: Vec<FactId>,
 }
 
 impl Fact {
@@ -395,4 +397,19 @@ impl TenantStats {
             Status::Retracted => &mut self.retracted,
         }
     }
+}
+
+/// Reads `continued_by` as stored by any format: format 1 wrote one optional
+/// id, later formats a list.
+fn one_or_many_ids<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<FactId>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        Many(Vec<FactId>),
+        One(Option<FactId>),
+    }
+    Ok(match Stored::deserialize(d)? {
+        Stored::Many(v) => v,
+        Stored::One(o) => o.into_iter().collect(),
+    })
 }

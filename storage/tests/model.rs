@@ -20,13 +20,11 @@
 //!
 //! Decisions where the contract leaves room (documented here so the oracle
 //! states them explicitly):
-//! - A takeover closes only facts that are *active* at the time of the write.
-//!   A superseded fact keeps the (shortened) interval it had when it was
-//!   closed, even if a later assertion covers part of it again; with
-//!   `valid_at`, such a superseded fact still "counts for the instants it
-//!   still covers" (PRODUCT.md), so a `valid_at` read may then name both it and
-//!   the later active fact. The contract's takeover rule speaks only of
-//!   "each active fact overlapping it", and so does this model.
+//! - A takeover takes over the new interval in the current valid-time view:
+//!   it closes the *active* facts overlapping it and also the *superseded*
+//!   facts whose remaining interval still overlaps it (a `valid_at` read would
+//!   otherwise still answer them there). A tail of a superseded fact stays
+//!   superseded and keeps its original `superseded_by`.
 //! - A fact wholly covered by a takeover that starts before it is closed at
 //!   its own `valid_from` (an empty interval), never before it starts.
 //! - A candidate on a `strict` predicate is never a conflict: it supersedes
@@ -275,7 +273,7 @@ struct V {
     supersedes: Vec<Mid>,
     superseded_by: Option<Mid>,
     continues: Option<Mid>,
-    continued_by: Option<Mid>,
+    continued_by: Vec<Mid>,
 }
 
 impl V {
@@ -521,7 +519,7 @@ impl Model {
             supersedes: Vec::new(),
             superseded_by: None,
             continues: None,
-            continued_by: None,
+            continued_by: Vec::new(),
         };
         let mut superseded = Vec::new();
         let mut continued = Vec::new();
@@ -530,7 +528,11 @@ impl Model {
             let olds: Vec<V> = (0..id)
                 .filter_map(|k| self.latest(k))
                 .filter(|v| v.tenant == tenant && v.s == s && v.p == p)
-                .filter(|v| v.status == Status::Active && overlap(v.from, v.until, from, until))
+                .filter(|v| {
+                    let in_view = v.status == Status::Active
+                        || (v.status == Status::Superseded && v.until.is_some_and(|u| u > v.from));
+                    in_view && overlap(v.from, v.until, from, until)
+                })
                 .filter(|v| card != Cardinality::Many || v.o == o)
                 .cloned()
                 .collect();
@@ -553,16 +555,16 @@ impl Model {
                             id: tail_id,
                             from: end,
                             until: old.until,
-                            status: Status::Active,
+                            status: old.status,
                             tx,
                             created_tx: tx,
                             supersedes: Vec::new(),
-                            superseded_by: None,
+                            superseded_by: old.superseded_by,
                             continues: Some(old.id),
-                            continued_by: None,
+                            continued_by: Vec::new(),
                             ..old.clone()
                         };
-                        closed.continued_by = Some(tail_id);
+                        closed.continued_by.push(tail_id);
                         self.put(tail.clone());
                         continued.push(tail);
                     }
@@ -662,7 +664,7 @@ impl Harness {
             supersedes: f.supersedes.iter().map(|id| self.mid(*id)).collect(),
             superseded_by: f.superseded_by.map(|id| self.mid(id)),
             continues: f.continues.map(|id| self.mid(id)),
-            continued_by: f.continued_by.map(|id| self.mid(id)),
+            continued_by: f.continued_by.iter().map(|id| self.mid(*id)).collect(),
         }
         .normalized()
     }
@@ -790,7 +792,7 @@ impl Harness {
             let want_n: Vec<V> = want.iter().cloned().map(V::normalized).collect();
             assert_eq!(got, want_n, "versions of fact {id}");
             let preds: BTreeSet<Mid> = want.iter().flat_map(|v| v.supersedes.iter().copied().chain(v.continues)).collect();
-            let succs: BTreeSet<Mid> = want.iter().flat_map(|v| v.superseded_by.into_iter().chain(v.continued_by)).collect();
+            let succs: BTreeSet<Mid> = want.iter().flat_map(|v| v.superseded_by.into_iter().chain(v.continued_by.iter().copied())).collect();
             assert_eq!(h.predecessors.iter().map(|x| self.mid(*x)).collect::<BTreeSet<_>>(), preds, "predecessors of {id}");
             assert_eq!(h.successors.iter().map(|x| self.mid(*x)).collect::<BTreeSet<_>>(), succs, "successors of {id}");
             assert_eq!(h.predecessors.len(), preds.len(), "no duplicate predecessors");
@@ -877,22 +879,37 @@ impl Harness {
                 }
                 assert!(v.created_tx <= v.tx);
             }
-            // At every record time, no two active facts of a one/strict
-            // predicate overlap.
+            // At every record time, the valid-time view of a one/strict
+            // predicate (active facts and what superseded facts still cover)
+            // holds at most one value at any instant.
             for tx in 0..=self.model.tx {
-                let q = FactQuery { as_of: Some(AsOf::Tx(tx)), limit: 1000, ..Default::default() };
-                let active = self.engine.query(name, &q).unwrap().facts;
-                for (i, a) in active.iter().enumerate() {
-                    assert_eq!(a.status, Status::Active);
+                let q = FactQuery {
+                    as_of: Some(AsOf::Tx(tx)),
+                    status: StatusFilter::Any,
+                    limit: 1000,
+                    ..Default::default()
+                };
+                let view: Vec<_> = self
+                    .engine
+                    .query(name, &q)
+                    .unwrap()
+                    .facts
+                    .into_iter()
+                    .filter(|f| {
+                        f.status == Status::Active
+                            || (f.status == Status::Superseded && f.valid_until.is_some_and(|u| u > f.valid_from))
+                    })
+                    .collect();
+                for (i, a) in view.iter().enumerate() {
                     let p = PREDICATES.iter().position(|x| *x == a.predicate).unwrap();
                     if self.model.ever_many.contains(&(t, p)) {
                         continue;
                     }
-                    for b in &active[i + 1..] {
+                    for b in &view[i + 1..] {
                         if a.subject == b.subject && a.predicate == b.predicate {
                             assert!(
                                 !overlap(a.valid_from, a.valid_until, b.valid_from, b.valid_until),
-                                "two active values overlap at tx {tx}: {a:?} and {b:?}"
+                                "two values overlap in the valid-time view at tx {tx}: {a:?} and {b:?}"
                             );
                         }
                     }
@@ -993,7 +1010,7 @@ fn the_model_tells_the_worked_example() {
     m.write(0, &[MOp::Assert(g(1, 20, Some(30)))]).unwrap();
     m.recorded_at.push(2);
     let acme = m.latest(0).unwrap();
-    assert_eq!((acme.status, acme.until, acme.superseded_by, acme.continued_by), (Status::Superseded, Some(20), Some(1), Some(2)));
+    assert_eq!((acme.status, acme.until, acme.superseded_by, acme.continued_by.clone()), (Status::Superseded, Some(20), Some(1), vec![2]));
     let tail = m.latest(2).unwrap();
     assert_eq!((tail.status, tail.from, tail.until, tail.continues), (Status::Active, 30, None, Some(0)));
     let at = |t: i64| {

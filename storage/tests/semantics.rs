@@ -149,7 +149,7 @@ fn secondment_leaves_the_rest_of_the_old_interval_as_a_tail() {
     assert_eq!(closed.status, Status::Superseded);
     assert_eq!((closed.valid_from, closed.valid_until), (T2020, Some(T2022)));
     assert_eq!(closed.superseded_by, Some(globex.fact.id));
-    assert_eq!(closed.continued_by, Some(tail.id));
+    assert_eq!(closed.continued_by, vec![tail.id]);
 
     let at = |t: i64| query(&e, TENANT, FactQuery { valid_at: Some(t), ..about(SARAH) });
     // 2024: acme again, as the tail.
@@ -205,6 +205,58 @@ fn a_takeover_inside_an_interval_changes_nothing_outside_it() {
 }
 
 // ---- candidates ------------------------------------------------------------------
+
+#[test]
+fn a_backfilled_value_takes_over_what_a_superseded_fact_still_covered() {
+    // acme from 2020, globex from 2024 (acme now covers [2020, 2024)), then the
+    // correction "initech from 2022": initech takes over [2022, ∞) in the
+    // valid-time view, so acme is cut back to [2020, 2022) and 2023 has one
+    // answer, initech.
+    let e = engine();
+    let acme = e.assert(TENANT, works_at("Org:acme", T2020)).unwrap();
+    let globex = e.assert(TENANT, works_at("Org:globex", T2024)).unwrap();
+    let initech = e.assert(TENANT, works_at("Org:initech", T2022)).unwrap();
+
+    let closed: Vec<_> = initech.superseded.iter().map(|f| (f.object.clone(), f.valid_until)).collect();
+    assert!(closed.contains(&(json!("Org:acme"), Some(T2022))), "{closed:?}");
+    assert!(closed.contains(&(json!("Org:globex"), Some(T2024))), "globex keeps an empty interval: {closed:?}");
+
+    let at = |t| objects(&query(&e, TENANT, FactQuery { valid_at: Some(t), ..about(SARAH) }));
+    assert_eq!(at(T2021), vec![json!("Org:acme")]);
+    assert_eq!(at(T2023), vec![json!("Org:initech")]);
+    assert_eq!(at(T2025), vec![json!("Org:initech")]);
+
+    let acme_now = latest(&e, acme.fact.id);
+    assert_eq!((acme_now.status, acme_now.valid_until), (Status::Superseded, Some(T2022)));
+    assert_eq!(acme_now.superseded_by, Some(initech.fact.id), "the latest closer is named");
+    let h = e.history(TENANT, acme.fact.id).unwrap();
+    assert!(h.successors.contains(&globex.fact.id) && h.successors.contains(&initech.fact.id));
+}
+
+#[test]
+fn a_bounded_backfill_inside_a_superseded_interval_leaves_a_superseded_tail() {
+    // acme [2020, 2024) after globex from 2024; then initech for [2021, 2022):
+    // acme keeps [2020, 2021), a superseded tail carries acme over [2022, 2024).
+    let e = engine();
+    let acme = e.assert(TENANT, works_at("Org:acme", T2020)).unwrap();
+    let globex = e.assert(TENANT, works_at("Org:globex", T2024)).unwrap();
+    let initech = e.assert(TENANT, works_at("Org:initech", T2021).valid_until(T2022)).unwrap();
+
+    assert_eq!(initech.superseded.len(), 1);
+    assert_eq!(initech.continued.len(), 1);
+    let tail = &initech.continued[0];
+    assert_eq!((tail.valid_from, tail.valid_until), (T2022, Some(T2024)));
+    assert_eq!(tail.status, Status::Superseded);
+    assert_eq!(tail.superseded_by, Some(globex.fact.id), "its end still comes from globex");
+    assert_eq!(tail.continues, Some(acme.fact.id));
+
+    let at = |t| objects(&query(&e, TENANT, FactQuery { valid_at: Some(t), ..about(SARAH) }));
+    assert_eq!(at(T2020), vec![json!("Org:acme")]);
+    assert_eq!(at(T2021), vec![json!("Org:initech")]);
+    assert_eq!(at(T2022_5), vec![json!("Org:acme")]);
+    assert_eq!(at(T2024), vec![json!("Org:globex")]);
+    assert_eq!(objects(&query(&e, TENANT, about(SARAH))), vec![json!("Org:globex"), json!("Org:initech")]);
+}
 
 #[test]
 fn candidates_supersede_nothing_and_are_never_superseded() {

@@ -28,6 +28,10 @@ pub enum Keyspace {
     /// layout as `Sp`. Kept apart so live reads and the write path never
     /// wade through history.
     Closed,
+    /// Superseded facts that still cover some valid time, by tenant, subject,
+    /// predicate and `valid_until`: what a new assertion may still have to
+    /// take over, found without reading a key's whole history.
+    Valid,
     /// Fact references by tenant, predicate, subject.
     Ps,
     /// Fact references by tenant, object, predicate, subject (reverse edges).
@@ -39,11 +43,12 @@ pub enum Keyspace {
 }
 
 impl Keyspace {
-    pub const ALL: [Keyspace; 8] = [
+    pub const ALL: [Keyspace; 9] = [
         Keyspace::Meta,
         Keyspace::Versions,
         Keyspace::Sp,
         Keyspace::Closed,
+        Keyspace::Valid,
         Keyspace::Ps,
         Keyspace::Os,
         Keyspace::Log,
@@ -57,6 +62,7 @@ impl Keyspace {
             Keyspace::Versions => "versions",
             Keyspace::Sp => "idx_sp",
             Keyspace::Closed => "idx_closed",
+            Keyspace::Valid => "idx_valid",
             Keyspace::Ps => "idx_ps",
             Keyspace::Os => "idx_os",
             Keyspace::Log => "log",

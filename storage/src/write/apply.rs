@@ -132,39 +132,52 @@ impl Cx<'_, '_> {
             supersedes: Vec::new(),
             superseded_by: None,
             continues: None,
-            continued_by: None,
+            continued_by: Vec::new(),
         };
 
         let live = self.live_facts(&fact.subject, &fact.predicate)?;
+        let had_live = !live.is_empty();
         let mut superseded = Vec::new();
         let mut continued = Vec::new();
         if status == Status::Active {
             let ov = &*self.ov;
             let cardinality =
                 self.cat.cardinality(|k| ov.get(Keyspace::Meta, k), self.tid, &fact.predicate)?;
-            let overlapping: Vec<Fact> = live
-                .iter()
+            // What the new fact takes over: every fact that, in the current
+            // valid-time view, holds a value somewhere in its interval. That is
+            // the active facts, and the superseded ones that still cover part
+            // of their interval (a `valid_at` read would answer them there).
+            let mut competitors: Vec<Fact> = live
+                .into_iter()
                 .filter(|old| old.status == Status::Active && old.overlaps(valid_from, valid_until))
-                .filter(|old| cardinality != Cardinality::Many || old.object == fact.object)
-                .cloned()
                 .collect();
+            competitors.extend(
+                self.shadowed_facts(&fact.subject, &fact.predicate, valid_from)?
+                    .into_iter()
+                    .filter(|old| old.overlaps(valid_from, valid_until)),
+            );
+            if cardinality == Cardinality::Many {
+                competitors.retain(|old| old.object == fact.object);
+            }
             if cardinality == Cardinality::Strict {
-                if let Some(clash) = overlapping.iter().find(|old| old.object != fact.object) {
+                if let Some(clash) = competitors.iter().find(|old| old.object != fact.object) {
                     return Err(EngineError::Conflict(format!(
                         "{} {} is strict and already has {} over an overlapping valid interval (fact {})",
                         fact.subject, fact.predicate, clash.object, clash.id
                     )));
                 }
             }
-            for old in overlapping {
+            for old in competitors {
                 let (closed, tail) = self.take_over(old, &fact);
                 fact.supersedes.push(closed.id);
                 superseded.push(closed);
                 continued.extend(tail);
             }
         }
-        let is_new_subject_or_predicate = live.is_empty();
-        self.write_new_fact(&fact, is_new_subject_or_predicate)?;
+        // A subject or predicate is new to the tenant only if no fact of the
+        // pair exists; the lookups are skipped when one visibly does.
+        let maybe_new = !had_live && superseded.is_empty();
+        self.write_new_fact(&fact, maybe_new)?;
         Ok(Asserted { fact, superseded, continued })
     }
 
@@ -180,25 +193,30 @@ impl Cx<'_, '_> {
         closed.tx = self.tx;
         closed.recorded_at = self.now;
 
+        // The tail keeps the old fact's standing: an active fact's tail is
+        // active; the tail of an already superseded fact is superseded (its
+        // end still comes from whatever closed it first).
         let tail = match new.valid_until {
             Some(end) if old.valid_until.is_none_or(|u| u > end) => Some(Fact {
                 id: Uuid::now_v7(),
                 valid_from: end.max(old.valid_from),
                 valid_until: old.valid_until,
-                status: Status::Active,
+                status: old.status,
                 tx: self.tx,
                 recorded_at: self.now,
                 created_tx: self.tx,
                 created_at: self.now,
                 supersedes: Vec::new(),
-                superseded_by: None,
+                superseded_by: old.superseded_by,
                 continues: Some(old.id),
-                continued_by: None,
+                continued_by: Vec::new(),
                 ..old.clone()
             }),
             _ => None,
         };
-        closed.continued_by = tail.as_ref().map(|t| t.id);
+        if let Some(t) = &tail {
+            closed.continued_by.push(t.id);
+        }
 
         self.close(&old, &closed);
         if let Some(t) = &tail {
@@ -208,15 +226,20 @@ impl Cx<'_, '_> {
         (closed, tail)
     }
 
-    /// Writes `closed`, the new latest version of live fact `old`, and moves
-    /// the fact from the live index to the closed one.
+    /// Writes `closed`, the new latest version of `old`, and moves the fact
+    /// between the indexes its old and new status belong in.
     fn close(&mut self, old: &Fact, closed: &Fact) {
         let tid = self.tid;
-        let was_live = old.status.is_live();
         self.ov.put(Keyspace::Versions, keys::version(closed.id, closed.tx), record::encode(closed));
         let idx_key = keys::sp(tid, &closed.subject, &closed.predicate, closed.id);
-        if was_live {
+        if old.status.is_live() {
             self.ov.delete(Keyspace::Sp, idx_key.clone());
+        }
+        if let Some(k) = valid_index_key(tid, old) {
+            self.ov.delete(Keyspace::Valid, k);
+        }
+        if let Some(k) = valid_index_key(tid, closed) {
+            self.ov.put(Keyspace::Valid, k, Vec::new());
         }
         self.ov.put(Keyspace::Closed, idx_key, record::encode(closed));
         let (from, to) = (old.status, closed.status);
@@ -224,6 +247,28 @@ impl Cx<'_, '_> {
             *s.count_mut(from) -= 1;
             *s.count_mut(to) += 1;
         });
+    }
+
+    /// Superseded facts of (subject, predicate) that still cover valid time
+    /// after `after` (their `valid_until` is later), from `idx_valid`.
+    fn shadowed_facts(&self, subject: &str, predicate: &str, after: Millis) -> Result<Vec<Fact>> {
+        let prefix = keys::sp_prefix(self.tid, Some(subject), Some(predicate));
+        let start = keys::valid_after(self.tid, subject, predicate, after);
+        let mut out = Vec::new();
+        for (k, _) in self.ov.scan_prefix_from(Keyspace::Valid, &prefix, &start)? {
+            let id = keys::decode_valid_id(&k)?;
+            let key = keys::sp(self.tid, subject, predicate, id);
+            match self.ov.get(Keyspace::Closed, &key)? {
+                Some(v) => out.push(record::decode(&v)?),
+                None => {
+                    return Err(crate::error::StorageError::Corrupt(format!(
+                        "idx_valid names fact {id}, which idx_closed lacks"
+                    ))
+                    .into())
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Writes the first version of a fact and its index entries. `maybe_new`
@@ -240,7 +285,11 @@ impl Cx<'_, '_> {
         }
         let bytes = record::encode(f);
         self.ov.put(Keyspace::Versions, keys::version(f.id, f.tx), bytes.clone());
-        self.ov.put(Keyspace::Sp, keys::sp(tid, &f.subject, &f.predicate, f.id), bytes);
+        let home = if f.status.is_live() { Keyspace::Sp } else { Keyspace::Closed };
+        self.ov.put(home, keys::sp(tid, &f.subject, &f.predicate, f.id), bytes);
+        if let Some(k) = valid_index_key(tid, f) {
+            self.ov.put(Keyspace::Valid, k, Vec::new());
+        }
         self.ov.put(Keyspace::Ps, keys::ps(tid, &f.predicate, &f.subject, f.id), Vec::new());
         self.ov.put(Keyspace::Os, keys::os(tid, &f.object, &f.predicate, &f.subject, f.id), Vec::new());
         let status = f.status;
@@ -283,5 +332,16 @@ impl Cx<'_, '_> {
             Some((_, v)) => Ok(Some(record::decode(v)?)),
             None => Ok(None),
         }
+    }
+}
+
+/// The `idx_valid` key of `f` when it belongs there: superseded, with some
+/// valid time left.
+pub(crate) fn valid_index_key(tid: TenantId, f: &Fact) -> Option<Vec<u8>> {
+    match (f.status, f.valid_until) {
+        (Status::Superseded, Some(u)) if u > f.valid_from => {
+            Some(keys::valid(tid, &f.subject, &f.predicate, u, f.id))
+        }
+        _ => None,
     }
 }

@@ -13,7 +13,7 @@
 //! serialization point, so no two active facts of a `one` predicate can ever
 //! overlap, and the tx and record time are taken at that point.
 
-mod apply;
+pub(crate) mod apply;
 mod catalog;
 mod overlay;
 

@@ -51,12 +51,28 @@ impl<'a> Overlay<'a> {
 
     /// Every key with `prefix`, ascending, as the group currently sees it.
     pub fn scan_prefix(&self, ks: Keyspace, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+        self.scan_prefix_from(ks, prefix, prefix)
+    }
+
+    /// Keys with `prefix` that are `>= start` (`start` itself begins with
+    /// `prefix`), ascending, as the group currently sees them.
+    pub fn scan_prefix_from(
+        &self,
+        ks: Keyspace,
+        prefix: &[u8],
+        start: &[u8],
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+        use std::ops::Bound;
+        let hi = match crate::codec::prefix_successor(prefix) {
+            Some(end) => Bound::Excluded(end),
+            None => Bound::Unbounded,
+        };
         let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        for item in scan_prefix(self.kv, ks, prefix, false) {
+        for item in self.kv.scan(ks, Bound::Included(start.to_vec()), hi, false) {
             let (k, v) = item?;
             merged.insert(k, v);
         }
-        for ((_, k), v) in self.pending_range(ks, prefix) {
+        for ((_, k), v) in self.pending_range(ks, prefix).filter(|((_, k), _)| k.as_slice() >= start) {
             match v {
                 Some(v) => merged.insert(k.clone(), v.clone()),
                 None => merged.remove(k),
