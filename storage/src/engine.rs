@@ -5,7 +5,7 @@ use crate::keys::TenantId;
 use crate::kv::{Keyspace, OrderedKv, SledKv};
 use crate::model::*;
 use crate::read::Reader;
-use crate::write::{self, Catalog, CommitListener, Durability, Job, Published, Writer};
+use crate::write::{self, Catalog, CommitListener, Durability, Idempotency, Job, JobResult, Published, Writer};
 use crossbeam_channel::Sender;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::ops::Deref;
@@ -133,15 +133,42 @@ impl Engine {
     /// Runs `ops` as one transaction of `tenant`: all of it is stored, durably,
     /// or none of it. Blocks until then.
     pub fn write(&self, tenant: &str, ops: Vec<WriteOp>) -> Result<WriteOutcome> {
+        match self.submit(tenant, ops, None)? {
+            JobResult::Done(r) => r,
+            JobResult::Replayed(_) => unreachable!("no idempotency key, no replay"),
+        }
+    }
+
+    /// Like [`Engine::write`], made safe to retry under `idempotency.key` (see
+    /// [`Idempotency`]): `Ok(Err(bytes))` is the stored reply of an earlier
+    /// request with the same key, and nothing was applied.
+    pub fn write_idempotent(
+        &self,
+        tenant: &str,
+        ops: Vec<WriteOp>,
+        idempotency: Idempotency,
+    ) -> Result<std::result::Result<WriteOutcome, Vec<u8>>> {
+        match self.submit(tenant, ops, Some(idempotency))? {
+            JobResult::Done(r) => r.map(Ok),
+            JobResult::Replayed(bytes) => Ok(Err(bytes)),
+        }
+    }
+
+    /// The stored reply under an idempotency key, if any.
+    pub fn idempotent_reply(&self, tenant: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.kv.get(Keyspace::Aux, &crate::keys::idempotency(tenant, key))?)
+    }
+
+    fn submit(&self, tenant: &str, ops: Vec<WriteOp>, idempotency: Option<Idempotency>) -> Result<JobResult> {
         let (reply, answer) = crossbeam_channel::bounded(1);
         {
             let guard = self.tx.lock();
             let sender = guard.as_ref().ok_or_else(|| EngineError::Closed("closed by the caller".into()))?;
             sender
-                .send(Job { tenant: tenant.to_string(), ops, reply })
+                .send(Job { tenant: tenant.to_string(), ops, idempotency, reply })
                 .map_err(|_| EngineError::Closed("the writer thread stopped".into()))?;
         }
-        answer.recv().map_err(|_| EngineError::Closed("the writer thread stopped".into()))?
+        answer.recv().map_err(|_| EngineError::Closed("the writer thread stopped".into()))
     }
 
     pub fn assert(&self, tenant: &str, input: FactInput) -> Result<Asserted> {

@@ -63,6 +63,12 @@ pub mod meta {
     }
 }
 
+// --- aux: idempotency replies ------------------------------------------------
+/// `I` | tenant name | the caller's key: a stored reply.
+pub fn idempotency(tenant: &str, key: &[u8]) -> Vec<u8> {
+    KeyBuf::new().raw(b"I").str(tenant).bytes(key).finish()
+}
+
 // --- versions: fact_id | tx -> Fact ----------------------------------------
 pub fn version(id: FactId, tx: Tx) -> Vec<u8> {
     KeyBuf::new().raw(id.as_bytes()).u64(tx).finish()

@@ -45,7 +45,27 @@ pub enum Durability {
 pub(crate) struct Job {
     pub tenant: String,
     pub ops: Vec<WriteOp>,
-    pub reply: Sender<Result<WriteOutcome>>,
+    pub idempotency: Option<Idempotency>,
+    pub reply: Sender<JobResult>,
+}
+
+/// Makes a write safe to retry: the first request under `key` is applied and
+/// the bytes `render` makes of its result are stored in the same atomic batch;
+/// a later request under the same key (of the same tenant) is not applied and
+/// gets those bytes back.
+pub struct Idempotency {
+    pub key: Vec<u8>,
+    /// Called in the writer with the request's result; `None` stores nothing
+    /// (the request may then be retried for real).
+    pub render: RenderReply,
+}
+
+pub type RenderReply = Box<dyn FnOnce(&Result<WriteOutcome>) -> Option<Vec<u8>> + Send>;
+
+pub enum JobResult {
+    Done(Result<WriteOutcome>),
+    /// The stored reply of an earlier request with the same idempotency key.
+    Replayed(Vec<u8>),
 }
 
 /// Called after each group is durable, with the (tenant, tx) of each
@@ -90,13 +110,31 @@ impl Writer {
         }
     }
 
-    fn commit_group(&mut self, jobs: Vec<Job>) {
+    fn commit_group(&mut self, mut jobs: Vec<Job>) {
         let kv = Arc::clone(&self.kv);
         let mut ov = Overlay::new(kv.as_ref());
         let group_mark = self.catalog.mark();
         let now = (self.clock)();
         let mut results = Vec::with_capacity(jobs.len());
-        for job in &jobs {
+        let mut replays: Vec<Option<Vec<u8>>> = Vec::with_capacity(jobs.len());
+        for job in &mut jobs {
+            let idem = job.idempotency.take();
+            let idem_key = idem.as_ref().map(|i| keys::idempotency(&job.tenant, &i.key));
+            if let Some(k) = &idem_key {
+                match ov.get(Keyspace::Aux, k) {
+                    Ok(Some(stored)) => {
+                        replays.push(Some(stored));
+                        results.push(Err(EngineError::Closed("replayed".into())));
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        replays.push(None);
+                        results.push(Err(e.into()));
+                        continue;
+                    }
+                }
+            }
             let (om, cm) = (ov.mark(), self.catalog.mark());
             let req = apply::Request { tenant: &job.tenant, ops: &job.ops };
             let r = apply::apply(&mut ov, &mut self.catalog, req, now);
@@ -104,6 +142,12 @@ impl Writer {
                 ov.rollback(om);
                 self.catalog.rollback(cm);
             }
+            if let (Some(k), Some(i)) = (idem_key, idem) {
+                if let Some(bytes) = (i.render)(&r) {
+                    ov.put(Keyspace::Aux, k, bytes);
+                }
+            }
+            replays.push(None);
             results.push(r);
         }
         if !ov.is_empty() {
@@ -151,8 +195,12 @@ impl Writer {
                 l(&committed);
             }
         }
-        for (job, r) in jobs.into_iter().zip(results) {
-            let _ = job.reply.send(r);
+        for ((job, r), replay) in jobs.into_iter().zip(results).zip(replays) {
+            let answer = match replay {
+                Some(bytes) => JobResult::Replayed(bytes),
+                None => JobResult::Done(r),
+            };
+            let _ = job.reply.send(answer);
         }
     }
 
@@ -172,6 +220,6 @@ impl Writer {
 fn fail_all(jobs: Vec<Job>, msg: &str) {
     for job in jobs {
         let err = EngineError::Storage(crate::error::StorageError::Backend(msg.to_string()));
-        let _ = job.reply.send(Err(err));
+        let _ = job.reply.send(JobResult::Done(Err(err)));
     }
 }
