@@ -62,6 +62,67 @@ pub struct FileConfig {
     pub tcp_addr: Option<String>,
     pub log_format: Option<LogFormat>,
     pub durability: Option<DurabilitySetting>,
+    #[serde(default)]
+    pub auth: AuthConfig,
+    #[serde(default)]
+    pub limits: FileLimits,
+}
+
+/// `[auth]`: no tenants and no admin tokens means open mode.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    #[serde(default)]
+    pub admin_tokens: Vec<String>,
+    #[serde(default)]
+    pub tenants: Vec<TenantKeys>,
+    /// e.g. `"{tenant}.example.com"`: a tenant key then authenticates only on
+    /// its own host.
+    #[serde(default)]
+    pub tenant_host: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TenantKeys {
+    pub name: String,
+    pub keys: Vec<String>,
+}
+
+impl AuthConfig {
+    pub fn is_open(&self) -> bool {
+        self.admin_tokens.is_empty() && self.tenants.is_empty()
+    }
+}
+
+/// `[limits]` as read from the file; every field optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileLimits {
+    pub max_body_bytes: Option<usize>,
+    pub max_sse_subscribers: Option<usize>,
+    pub max_in_flight: Option<usize>,
+    pub sse_buffer: Option<usize>,
+}
+
+/// Request and connection limits. Every one is documented in `docs/limits.md`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request body accepted (413 `PayloadTooLarge` beyond).
+    pub max_body_bytes: usize,
+    /// Most concurrent `/api/stream` subscribers (429 `RateLimited` beyond).
+    pub max_sse_subscribers: usize,
+    /// Most requests handled at once; more wait briefly, then get 503.
+    pub max_in_flight: usize,
+    /// Change frames buffered per subscriber; a subscriber that falls this
+    /// far behind is dropped (it can resume with `Last-Event-ID`).
+    pub sse_buffer: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_body_bytes: 1 << 20, max_sse_subscribers: 1024, max_in_flight: 4096, sse_buffer: 1024 }
+    }
 }
 
 /// The flag layer (filled by clap in `main`).
@@ -83,6 +144,8 @@ pub struct Config {
     pub tcp_addr: Listen,
     pub log_format: LogFormat,
     pub durability: DurabilitySetting,
+    pub auth: AuthConfig,
+    pub limits: Limits,
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./tempora-data";
@@ -132,7 +195,38 @@ impl Config {
                 None => file_cfg.durability.unwrap_or_default(),
             },
         };
+        let mut auth = file_cfg.auth;
+        if let Some(v) = env("TEMPORA_ADMIN_TOKENS") {
+            auth.admin_tokens = split_list(&v);
+        }
+        if let Some(v) = env("TEMPORA_TENANT_KEYS") {
+            auth.tenants = parse_tenant_keys(&v)?;
+        }
+        if let Some(v) = env("TEMPORA_TENANT_HOST") {
+            auth.tenant_host = Some(v);
+        }
+        validate_auth(&auth)?;
+        let d = Limits::default();
+        let fl = file_cfg.limits;
+        let num = |var: &str, file: Option<usize>, default: usize| -> Result<usize> {
+            let v = match env(var) {
+                Some(v) => v.trim().parse::<usize>().with_context(|| format!("{var}: {v:?} is not a number"))?,
+                None => file.unwrap_or(default),
+            };
+            if v == 0 {
+                bail!("{var} must be at least 1");
+            }
+            Ok(v)
+        };
+        let limits = Limits {
+            max_body_bytes: num("TEMPORA_MAX_BODY_BYTES", fl.max_body_bytes, d.max_body_bytes)?,
+            max_sse_subscribers: num("TEMPORA_MAX_SSE_SUBSCRIBERS", fl.max_sse_subscribers, d.max_sse_subscribers)?,
+            max_in_flight: num("TEMPORA_MAX_IN_FLIGHT", fl.max_in_flight, d.max_in_flight)?,
+            sse_buffer: num("TEMPORA_SSE_BUFFER", fl.sse_buffer, d.sse_buffer)?,
+        };
         let cfg = Config {
+            auth,
+            limits,
             data_dir,
             http_addr: Listen::parse("http address", &http)?,
             grpc_addr: Listen::parse("gRPC address", &grpc)?,
@@ -145,6 +239,60 @@ impl Config {
         }
         Ok(cfg)
     }
+}
+
+fn split_list(v: &str) -> Vec<String> {
+    v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+}
+
+/// `nas=nas-key-1,nas=nas-key-2,acme=acme-key-1`
+fn parse_tenant_keys(v: &str) -> Result<Vec<TenantKeys>> {
+    let mut out: Vec<TenantKeys> = Vec::new();
+    for pair in split_list(v) {
+        let Some((name, key)) = pair.split_once('=') else {
+            bail!("TEMPORA_TENANT_KEYS: expected tenant=key pairs separated by commas, got an entry without '='");
+        };
+        let (name, key) = (name.trim().to_string(), key.trim().to_string());
+        match out.iter_mut().find(|t| t.name == name) {
+            Some(t) => t.keys.push(key),
+            None => out.push(TenantKeys { name, keys: vec![key] }),
+        }
+    }
+    Ok(out)
+}
+
+fn validate_auth(a: &AuthConfig) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for t in &a.tenants {
+        if t.name.is_empty() || t.name.len() > 64 || !t.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            bail!("tenant name {:?}: use 1-64 letters, digits, '-' or '_'", t.name);
+        }
+        if t.keys.is_empty() {
+            bail!("tenant {} has no keys", t.name);
+        }
+        for k in &t.keys {
+            if k.len() < 8 {
+                bail!("a key of tenant {} is shorter than 8 characters", t.name);
+            }
+            if !seen.insert(k.as_str()) {
+                bail!("a key is listed twice (keys must be unique across tenants and admin tokens)");
+            }
+        }
+    }
+    for k in &a.admin_tokens {
+        if k.len() < 8 {
+            bail!("an admin token is shorter than 8 characters");
+        }
+        if !seen.insert(k.as_str()) {
+            bail!("a key is listed twice (keys must be unique across tenants and admin tokens)");
+        }
+    }
+    if let Some(h) = &a.tenant_host {
+        if !h.contains("{tenant}") {
+            bail!("tenant_host must contain {{tenant}}, e.g. \"{{tenant}}.example.com\"");
+        }
+    }
+    Ok(())
 }
 
 fn parse_enum<T: for<'de> Deserialize<'de>>(what: &str, v: &str) -> Result<T> {
@@ -184,6 +332,30 @@ mod tests {
         assert_eq!(c.http_addr.to_string(), "127.0.0.1:3");
         assert_eq!(c.grpc_addr.to_string(), "127.0.0.1:2");
         assert_eq!(c.tcp_addr.to_string(), "127.0.0.1:5050");
+    }
+
+    #[test]
+    fn keys_come_from_the_file_or_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(
+            &file,
+            "[auth]\nadmin_tokens = [\"adm-12345678\"]\n[[auth.tenants]]\nname = \"nas\"\nkeys = [\"nas-key-1\", \"nas-key-2\"]\n",
+        )
+        .unwrap();
+        let c = Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap();
+        assert_eq!(c.auth.tenants[0].keys.len(), 2);
+        assert!(!c.auth.is_open());
+        let env = env_of(&[("TEMPORA_TENANT_KEYS", "nas=nas-key-9,acme=acme-key-1"), ("TEMPORA_ADMIN_TOKENS", "adm-1-abcdef,adm-2-abcdef")]);
+        let c = Config::load(Some(&file), &env, Overrides::default()).unwrap();
+        assert_eq!(c.auth.tenants.len(), 2);
+        assert_eq!(c.auth.tenants[0].keys, vec!["nas-key-9".to_string()]);
+        assert_eq!(c.auth.admin_tokens.len(), 2);
+        let bad = env_of(&[("TEMPORA_TENANT_KEYS", "nas")]);
+        assert!(Config::load(None, &bad, Overrides::default()).is_err());
+        let dup = env_of(&[("TEMPORA_TENANT_KEYS", "a=same-key-1,b=same-key-1")]);
+        assert!(Config::load(None, &dup, Overrides::default()).is_err());
+        assert!(Config::load(None, &env_of(&[]), Overrides::default()).unwrap().auth.is_open());
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! # tempora
 //!
 //! The tempora service: configuration, the memory layer every surface calls,
-//! and (in later modules) one thin module per wire surface. The bitemporal
-//! engine itself is the `tempora-storage` crate.
+//! and one thin module per wire surface. The bitemporal engine itself is the
+//! `tempora-storage` crate.
 
+pub mod auth;
 pub mod config;
+pub mod http;
+pub mod memory;
+pub mod metrics;
 pub mod server;

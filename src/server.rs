@@ -1,6 +1,12 @@
 //! Starting and stopping the service.
 
-use crate::config::{Config, DurabilitySetting};
+use crate::auth::Auth;
+use crate::config::{Config, DurabilitySetting, Listen};
+use crate::http::AppState;
+use crate::memory::Memory;
+use crate::metrics::Metrics;
+use std::sync::atomic::AtomicUsize;
+use tokio::sync::watch;
 use anyhow::{Context, Result};
 use std::future::Future;
 use std::sync::Arc;
@@ -17,24 +23,74 @@ pub fn open_engine(cfg: &Config) -> Result<Arc<Engine>> {
     Ok(Arc::new(engine))
 }
 
-/// Runs the service until `shutdown` resolves, then closes the engine (which
-/// finishes queued writes and syncs).
-pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> {
+/// Runs the service until `shutdown` resolves: binds the listeners, serves,
+/// then drains in-flight requests, ends open streams, finishes queued writes,
+/// syncs and returns.
+pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
     let engine = open_engine(&cfg)?;
     let (tx, at) = engine.last_tx();
+    let memory = Memory::new(Arc::clone(&engine));
+    let sse_subscribers = Arc::new(AtomicUsize::new(0));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let state = AppState {
+        memory,
+        auth: Arc::new(Auth::new(&cfg.auth)),
+        limits: cfg.limits.clone(),
+        metrics: Arc::new(Metrics::new(Arc::clone(&sse_subscribers))),
+        sse_subscribers,
+        shutdown: stop_rx,
+    };
+
+    let http = match cfg.http_addr {
+        Listen::Off => None,
+        Listen::At(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen for HTTP on {addr}"))?;
+            Some(listener)
+        }
+    };
+    let http_local = http.as_ref().map(|l| l.local_addr()).transpose()?;
     tracing::info!(
         data_dir = %cfg.data_dir.display(),
         format_found = engine.format_found(),
         last_tx = tx,
         last_recorded_at = at,
         tenants = engine.tenants().len(),
-        http = %cfg.http_addr,
-        grpc = %cfg.grpc_addr,
-        tcp = %cfg.tcp_addr,
+        mode = if state.auth.is_open() { "open" } else { "keyed" },
+        http = %http_local.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
         "tempora started"
     );
+    if let Some(a) = http_local {
+        // Tests and scripts read the bound address (port 0 picks a free one).
+        tracing::info!("http listening on {a}");
+    }
+
+    let mut stop_for_server = stop_tx.subscribe();
+    let server = http.map(|listener| {
+        let app = crate::http::router(state.clone());
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stop_for_server.wait_for(|stop| *stop).await;
+                })
+                .await
+        })
+    });
+
     shutdown.await;
-    tracing::info!("shutting down: finishing queued writes");
+    tracing::info!("shutting down: draining requests");
+    let _ = stop_tx.send(true);
+    if let Some(server) = server {
+        match tokio::time::timeout(std::time::Duration::from_secs(30), server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::error!(error = %e, "http server error"),
+            Ok(Err(e)) => tracing::error!(error = %e, "http server task failed"),
+            Err(_) => tracing::warn!("requests still running after 30 s; stopping anyway"),
+        }
+    }
+    drop(state);
+    tracing::info!("finishing queued writes");
     let closing = Arc::clone(&engine);
     tokio::task::spawn_blocking(move || closing.close()).await?;
     tracing::info!("stopped");

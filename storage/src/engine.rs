@@ -5,7 +5,9 @@ use crate::keys::TenantId;
 use crate::kv::{Keyspace, OrderedKv, SledKv};
 use crate::model::*;
 use crate::read::Reader;
-use crate::write::{self, Catalog, CommitListener, Durability, Idempotency, Job, JobResult, Published, Writer};
+use crate::write::{
+    self, Catalog, CommitListener, Durability, Idempotency, IoCounters, IoStats, Job, JobResult, Published, Writer,
+};
 use crossbeam_channel::Sender;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::ops::Deref;
@@ -60,6 +62,7 @@ pub struct Engine {
     /// the new active fact at once).
     snapshot: Arc<RwLock<()>>,
     format_found: u32,
+    io: Arc<IoCounters>,
 }
 
 /// A [`Reader`] that keeps commit groups out while it lives.
@@ -96,6 +99,7 @@ impl Engine {
         let listeners: Arc<RwLock<Vec<CommitListener>>> = Arc::default();
         let snapshot: Arc<RwLock<()>> = Arc::default();
         let (sender, receiver) = crossbeam_channel::unbounded();
+        let io: Arc<IoCounters> = Arc::default();
         let writer = Writer {
             kv: Arc::clone(&kv),
             catalog,
@@ -106,6 +110,7 @@ impl Engine {
             max_group: config.max_group.max(1),
             clock,
             unsynced: false,
+            io: Arc::clone(&io),
         };
         let handle = std::thread::Builder::new()
             .name("tempora-writer".into())
@@ -119,6 +124,7 @@ impl Engine {
             listeners,
             snapshot,
             format_found,
+            io,
         })
     }
 
@@ -316,6 +322,11 @@ impl Engine {
     pub fn last_tx(&self) -> (Tx, Millis) {
         let c = self.published.read().clock;
         (c.last_tx, c.last_recorded_at)
+    }
+
+    /// Counters of the write path: commit groups, requests, syncs.
+    pub fn io_stats(&self) -> IoStats {
+        self.io.snapshot()
     }
 
     pub fn size_on_disk(&self) -> Option<u64> {

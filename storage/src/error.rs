@@ -18,8 +18,9 @@ pub enum StorageError {
     Locked(String),
 }
 
+/// Not `#[non_exhaustive]` on purpose: the service matches it exhaustively, so
+/// a new variant cannot compile until every transport decides how to show it.
 #[derive(Debug, Error)]
-#[non_exhaustive]
 pub enum EngineError {
     /// The request is malformed: the message says which field and why.
     #[error("{0}")]

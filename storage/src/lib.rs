@@ -58,4 +58,4 @@ pub use error::{EngineError, StorageError};
 pub use limits::*;
 pub use migrate::CURRENT_FORMAT;
 pub use model::*;
-pub use write::{CommitListener, Durability, Idempotency, RenderReply, DEFAULT_THRESHOLD};
+pub use write::{CommitListener, Durability, Idempotency, IoStats, RenderReply, DEFAULT_THRESHOLD};

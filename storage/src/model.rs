@@ -300,8 +300,40 @@ pub enum StatusFilter {
     #[default]
     Current,
     Only(Status),
+    /// Any of several statuses (`status=active,candidate`).
+    Among(StatusSet),
     /// Every status (retracted ones still only with `include_retracted`).
     Any,
+}
+
+/// A set of statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatusSet(u8);
+
+impl StatusSet {
+    fn bit(s: Status) -> u8 {
+        match s {
+            Status::Active => 1,
+            Status::Candidate => 2,
+            Status::Superseded => 4,
+            Status::Retracted => 8,
+        }
+    }
+    pub fn with(self, s: Status) -> Self {
+        StatusSet(self.0 | Self::bit(s))
+    }
+    pub fn contains(self, s: Status) -> bool {
+        self.0 & Self::bit(s) != 0
+    }
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl FromIterator<Status> for StatusSet {
+    fn from_iter<I: IntoIterator<Item = Status>>(iter: I) -> Self {
+        iter.into_iter().fold(StatusSet::default(), StatusSet::with)
+    }
 }
 
 /// A fact read. At most one of `subject`/`predicate`/`object` picks the index;

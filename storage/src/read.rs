@@ -269,20 +269,31 @@ fn needs_closed(q: &FactQuery) -> bool {
     q.as_of.is_some()
         || q.valid_at.is_some()
         || q.include_retracted
-        || matches!(q.status, StatusFilter::Any | StatusFilter::Only(Status::Superseded | Status::Retracted))
+        || match q.status {
+            StatusFilter::Any => true,
+            StatusFilter::Only(s) => !s.is_live(),
+            StatusFilter::Among(set) => set.contains(Status::Superseded) || set.contains(Status::Retracted),
+            StatusFilter::Current => false,
+        }
 }
 
 /// The status and valid-time filters of a query, applied to the version
 /// visible at its record time.
 pub(crate) fn selected(f: &Fact, q: &FactQuery) -> bool {
     let status_ok = if f.status == Status::Retracted {
-        q.include_retracted || q.status == StatusFilter::Only(Status::Retracted)
+        q.include_retracted
+            || match q.status {
+                StatusFilter::Only(s) => s == Status::Retracted,
+                StatusFilter::Among(set) => set.contains(Status::Retracted),
+                _ => false,
+            }
     } else {
         match q.status {
             StatusFilter::Current => {
                 f.status == Status::Active || (q.valid_at.is_some() && f.status == Status::Superseded)
             }
             StatusFilter::Only(s) => f.status == s,
+            StatusFilter::Among(set) => set.contains(f.status),
             StatusFilter::Any => true,
         }
     };

@@ -85,6 +85,41 @@ pub(crate) struct Writer {
     pub clock: fn() -> Millis,
     /// The last group was applied but its sync failed.
     pub unsynced: bool,
+    pub io: Arc<IoCounters>,
+}
+
+/// Counters of the write path, for metrics.
+#[derive(Debug, Default)]
+pub struct IoCounters {
+    pub groups: std::sync::atomic::AtomicU64,
+    pub requests: std::sync::atomic::AtomicU64,
+    pub syncs: std::sync::atomic::AtomicU64,
+    pub sync_micros: std::sync::atomic::AtomicU64,
+}
+
+/// A snapshot of [`IoCounters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoStats {
+    /// Commit groups applied.
+    pub groups: u64,
+    /// Write requests handled (committed or rejected).
+    pub requests: u64,
+    /// Syncs to stable storage.
+    pub syncs: u64,
+    /// Time spent in those syncs.
+    pub sync_micros: u64,
+}
+
+impl IoCounters {
+    pub fn snapshot(&self) -> IoStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        IoStats {
+            groups: self.groups.load(Relaxed),
+            requests: self.requests.load(Relaxed),
+            syncs: self.syncs.load(Relaxed),
+            sync_micros: self.sync_micros.load(Relaxed),
+        }
+    }
 }
 
 pub fn wall_clock() -> Millis {
@@ -116,6 +151,7 @@ impl Writer {
         let group_mark = self.catalog.mark();
         let now = (self.clock)();
         let mut results = Vec::with_capacity(jobs.len());
+        self.io.requests.fetch_add(jobs.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let mut replays: Vec<Option<Vec<u8>>> = Vec::with_capacity(jobs.len());
         for job in &mut jobs {
             let idem = job.idempotency.take();
@@ -169,8 +205,15 @@ impl Writer {
                 return;
             }
             self.unsynced = false;
+            self.io.groups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if self.durability == Durability::Durable {
-                if let Err(e) = kv.sync() {
+                let started = std::time::Instant::now();
+                let synced = kv.sync();
+                self.io.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.io
+                    .sync_micros
+                    .fetch_add(started.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+                if let Err(e) = synced {
                     // The group is applied and may yet reach the disk, so its
                     // tx numbers stay taken; but it is not acknowledged. The
                     // next group syncs first.

@@ -1,0 +1,108 @@
+//! `Idempotency-Key` on writing POSTs. The first response under a key is
+//! stored by the engine in the same transaction as the write (so it survives a
+//! restart, and a crash cannot keep one without the other) and replayed
+//! verbatim, with `Idempotency-Replayed: true`, to every later request of the
+//! same tenant and route with that key. Errors caused by the request (4xx) are
+//! stored too; server errors are not, so such a request can be retried.
+
+use super::error::ApiError;
+use super::AppState;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use tempora_storage::{EngineError, Idempotency, WriteOp, WriteOutcome};
+
+pub const HEADER: &str = "idempotency-key";
+pub const REPLAYED: &str = "idempotency-replayed";
+pub const MAX_KEY_LEN: usize = 255;
+
+/// The request's `Idempotency-Key`, if any.
+pub struct IdempotencyKey(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let Some(v) = parts.headers.get(HEADER) else { return Ok(IdempotencyKey(None)) };
+        let v = v.to_str().map_err(|_| ApiError::schema("Idempotency-Key must be visible ASCII"))?;
+        if v.is_empty() || v.len() > MAX_KEY_LEN {
+            return Err(ApiError::schema(format!("Idempotency-Key must be 1 to {MAX_KEY_LEN} characters")));
+        }
+        Ok(IdempotencyKey(Some(v.to_string())))
+    }
+}
+
+/// Stored form: the status as two big-endian bytes, then the JSON body.
+fn encode(status: StatusCode, body: &Value) -> Vec<u8> {
+    let mut out = status.as_u16().to_be_bytes().to_vec();
+    serde_json::to_writer(&mut out, body).expect("JSON serializes");
+    out
+}
+
+fn replay(bytes: &[u8]) -> Response {
+    let (status, body) = match bytes {
+        [hi, lo, body @ ..] => (StatusCode::from_u16(u16::from_be_bytes([*hi, *lo])).ok(), body),
+        _ => (None, &[][..]),
+    };
+    let Some(status) = status else {
+        tracing::error!("stored idempotent reply is malformed");
+        return ApiError::internal().into_response();
+    };
+    let mut resp = (
+        status,
+        [(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body.to_vec(),
+    )
+        .into_response();
+    resp.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
+    resp
+}
+
+/// Runs a write; `ok` renders a success body (answered with `status`).
+pub async fn write(
+    st: &AppState,
+    tenant: &str,
+    route: &str,
+    key: IdempotencyKey,
+    ops: Vec<WriteOp>,
+    status: StatusCode,
+    ok: impl Fn(&WriteOutcome) -> Value + Send + Sync + 'static,
+) -> Result<Response, ApiError> {
+    let Some(key) = key.0 else {
+        let out = st.memory.write(tenant, ops, None).await?;
+        let out = out.map_err(|_| ApiError::internal())?;
+        return Ok((status, axum::Json(ok(&out))).into_response());
+    };
+    let ok = std::sync::Arc::new(ok);
+    let render_ok = std::sync::Arc::clone(&ok);
+    let mut scoped = route.as_bytes().to_vec();
+    scoped.push(0);
+    scoped.extend_from_slice(key.as_bytes());
+    let idem = Idempotency {
+        key: scoped,
+        render: Box::new(move |r: &Result<WriteOutcome, EngineError>| match r {
+            Ok(out) => Some(encode(status, &render_ok(out))),
+            Err(e) => {
+                let api = ApiError::from(clone_error(e));
+                api.status.is_client_error().then(|| encode(api.status, &api.body()))
+            }
+        }),
+    };
+    match st.memory.write(tenant, ops, Some(idem)).await? {
+        Ok(out) => Ok((status, axum::Json(ok(&out))).into_response()),
+        Err(stored) => Ok(replay(&stored)),
+    }
+}
+
+/// Engine errors are not `Clone`; the render only needs their wire form.
+fn clone_error(e: &EngineError) -> EngineError {
+    match e {
+        EngineError::Invalid(m) => EngineError::Invalid(m.clone()),
+        EngineError::Conflict(m) => EngineError::Conflict(m.clone()),
+        EngineError::NotFound(m) => EngineError::NotFound(m.clone()),
+        EngineError::FormatTooNew(m) => EngineError::FormatTooNew(m.clone()),
+        EngineError::Closed(m) => EngineError::Closed(m.clone()),
+        EngineError::Storage(s) => EngineError::Closed(s.to_string()),
+    }
+}

@@ -1,0 +1,107 @@
+//! The HTTP surface: the memory REST API (`/api/*`), its SSE change feed,
+//! health, metrics and the OpenAPI document. Handlers only translate between
+//! the wire and the memory layer; the rules live in the engine.
+
+pub mod error;
+pub mod extract;
+pub mod facts;
+pub mod idempotency;
+pub mod openapi;
+pub mod ops;
+pub mod query;
+pub mod session;
+pub mod stream;
+
+use crate::auth::{Auth, Principal};
+use crate::config::Limits;
+use crate::memory::Memory;
+use crate::metrics::Metrics;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use error::ApiError;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use std::time::Instant;
+use tower::ServiceBuilder;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub memory: Memory,
+    pub auth: Arc<Auth>,
+    pub limits: Limits,
+    pub metrics: Arc<Metrics>,
+    pub sse_subscribers: Arc<AtomicUsize>,
+    /// Flips to true when the server starts shutting down; open streams end.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// The whole HTTP application, without a socket (tests can call it directly).
+pub fn router(state: AppState) -> Router {
+    let limits = state.limits.clone();
+    Router::new()
+        .route("/api/health", get(ops::health))
+        .route("/api/stats", get(ops::stats))
+        .route("/api/facts", get(facts::list_facts).post(facts::assert_fact))
+        .route("/api/facts/batch", post(facts::assert_batch))
+        .route("/api/facts/{id}", get(facts::get_fact).delete(facts::retract_fact))
+        .route("/api/facts/{id}/history", get(facts::fact_history))
+        .route("/api/predicates/{name}", get(facts::get_predicate).put(facts::put_predicate))
+        .route("/api/session", post(session::login).delete(session::logout))
+        .route("/api/stream", get(stream::stream))
+        .route("/healthz", get(ops::health))
+        .route("/livez", get(ops::health))
+        .route("/readyz", get(ops::ready))
+        .route("/metrics", get(metrics_gate))
+        .route("/openapi.json", get(openapi::serve))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), track))
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
+                    ApiError::unavailable("the server is at its request limit; retry shortly")
+                }))
+                .load_shed()
+                .concurrency_limit(limits.max_in_flight),
+        )
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| ApiError::internal().into_response()))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found()
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::method_not_allowed()
+}
+
+/// `/metrics` is public in open mode and for admins in keyed mode.
+async fn metrics_gate(State(st): State<AppState>, req: Request) -> Response {
+    let (parts, _) = req.into_parts();
+    if !st.auth.is_open() {
+        let who = st.auth.resolve(extract::bearer(&parts), extract::session_cookie(&parts), extract::host(&parts));
+        if who != Some(Principal::Admin) {
+            return ApiError::not_found().into_response();
+        }
+    }
+    ops::metrics(State(st)).await
+}
+
+/// Counts and times every request by its route template (never the raw
+/// path, which would leak ids into label values).
+async fn track(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
+    let method = req.method().as_str().to_string();
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16().to_string();
+    st.metrics.requests.with_label_values(&[&route, &method, &status]).inc();
+    st.metrics.latency.with_label_values(&[&route, &method]).observe(started.elapsed().as_secs_f64());
+    resp
+}

@@ -1,0 +1,60 @@
+//! `POST /api/session` and `DELETE /api/session`: trading a key for the
+//! HttpOnly `tempora_session` cookie used by browsers. The cookie carries the
+//! key itself and is re-validated on every request, like a bearer token.
+
+use super::error::ApiError;
+use super::extract::{JsonBody, SESSION_COOKIE};
+use super::AppState;
+use crate::auth::{Principal, Scope};
+use axum::extract::State;
+use axum::http::header::{HOST, SET_COOKIE};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+
+#[derive(Deserialize)]
+pub struct SessionRequest {
+    key: String,
+}
+
+pub async fn login(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(SessionRequest { key }): JsonBody<SessionRequest>,
+) -> Result<Response, ApiError> {
+    let host_header = headers.get(HOST).and_then(|v| v.to_str().ok()).map(String::from);
+    let secure = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
+    if st.auth.is_open() {
+        return Ok(Json(json!({"scope": Scope::Open.as_str(), "tenant": crate::auth::DEFAULT_TENANT})).into_response());
+    }
+    let principal = st.auth.check_key(&key, host_header.as_deref()).ok_or_else(ApiError::unauthorized)?;
+    let body = match &principal {
+        Principal::Tenant(t) => json!({"scope": Scope::Tenant.as_str(), "tenant": t}),
+        Principal::Admin => json!({"scope": Scope::Admin.as_str()}),
+    };
+    if key.chars().any(|c| c.is_control() || c == ';' || c == ',' || c.is_whitespace()) {
+        return Err(ApiError::schema("this key cannot be carried in a cookie; send it as a bearer token"));
+    }
+    let cookie = format!(
+        "{SESSION_COOKIE}={key}; HttpOnly; SameSite=Lax; Path=/{}",
+        if secure { "; Secure" } else { "" }
+    );
+    let mut resp = Json(body).into_response();
+    resp.headers_mut()
+        .insert(SET_COOKIE, HeaderValue::from_str(&cookie).map_err(|_| ApiError::internal())?);
+    Ok(resp)
+}
+
+pub async fn logout() -> Response {
+    let mut resp = Json(json!({"ok": true})).into_response();
+    resp.headers_mut().insert(
+        SET_COOKIE,
+        HeaderValue::from_static("tempora_session=; HttpOnly; SameSite=Lax; Path=/; Max-Age=0"),
+    );
+    resp
+}

@@ -1,0 +1,176 @@
+//! `GET /api/stream`: the change feed over Server-Sent Events.
+//!
+//! Frames are read from the engine's change log, never from a private
+//! buffer: a notice from the commit feed only says "tx N of tenant T is
+//! committed", and the subscriber reads the log after the last tx it sent. So
+//! `Last-Event-ID` resumes without gaps, a missed notice loses nothing, and a
+//! writer never waits on a subscriber. A subscriber whose client reads so
+//! slowly that it falls more than `sse_buffer` notices behind is dropped (it
+//! can reconnect with `Last-Event-ID`).
+//!
+//! Each frame is one event of a transaction: `data: {"op","tx","fact"}` (an
+//! assert that closed facts adds `superseded`, one that left tails adds
+//! `continued`). The `id:` field (= tx) is set on the last frame of each
+//! transaction only, so a client's last event id always names a transaction
+//! it has seen whole.
+
+use super::error::ApiError;
+use super::extract::Caller;
+use super::AppState;
+use crate::memory::{Committed, Memory};
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, Stream};
+use serde_json::json;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tempora_storage::{Change, ChangeEvent, Tx};
+use tokio::sync::broadcast::{self, error::RecvError};
+
+pub const KEEPALIVE: Duration = Duration::from_secs(15);
+/// Transactions read from the log per step.
+const LOG_CHUNK: usize = 256;
+
+/// Counts live subscribers; the count drops when a stream is dropped.
+pub struct SubscriberGuard(Arc<AtomicUsize>);
+
+impl Drop for SubscriberGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+pub async fn stream(
+    State(st): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    q: super::query::QueryPairs,
+) -> Result<Response, ApiError> {
+    let tenant = caller.tenant()?.to_string();
+    let resume: Option<Tx> = match headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
+        Some(v) if !v.trim().is_empty() => {
+            Some(v.trim().parse().map_err(|_| ApiError::schema("Last-Event-ID must be a transaction number"))?)
+        }
+        _ => q.int("after_tx")?.map(|t| t.max(0) as Tx),
+    };
+    let count = Arc::clone(&st.sse_subscribers);
+    if count.fetch_add(1, Ordering::SeqCst) >= st.limits.max_sse_subscribers {
+        count.fetch_sub(1, Ordering::SeqCst);
+        return Err(ApiError::rate_limited("too many stream subscribers; try again later"));
+    }
+    let guard = SubscriberGuard(count);
+    // Subscribe before reading the head, so nothing committed in between is missed.
+    let rx = st.memory.subscribe();
+    let start = resume.unwrap_or_else(|| st.memory.engine().last_tx().0);
+    let body = frames(st.memory.clone(), tenant, start, rx, st.limits.sse_buffer, guard, st.shutdown.clone());
+    let mut resp = Sse::new(body).keep_alive(KeepAlive::new().interval(KEEPALIVE).text("keepalive")).into_response();
+    resp.headers_mut().insert("cache-control", axum::http::HeaderValue::from_static("no-cache"));
+    resp.headers_mut().insert("x-accel-buffering", axum::http::HeaderValue::from_static("no"));
+    Ok(resp)
+}
+
+struct Sub {
+    memory: Memory,
+    tenant: String,
+    last: Tx,
+    rx: broadcast::Receiver<Committed>,
+    pending: VecDeque<Event>,
+    max_lag: usize,
+    done: bool,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    _guard: SubscriberGuard,
+}
+
+fn frames(
+    memory: Memory,
+    tenant: String,
+    last: Tx,
+    rx: broadcast::Receiver<Committed>,
+    max_lag: usize,
+    guard: SubscriberGuard,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let sub = Sub { memory, tenant, last, rx, pending: VecDeque::new(), max_lag, done: false, shutdown, _guard: guard };
+    stream::unfold(sub, |mut sub| async move {
+        loop {
+            if let Some(ev) = sub.pending.pop_front() {
+                return Some((Ok(ev), sub));
+            }
+            if sub.done {
+                return None;
+            }
+            match sub.memory.changes(&sub.tenant, sub.last, LOG_CHUNK).await {
+                Err(e) => {
+                    tracing::error!(error = %e, "change feed read failed; closing the stream");
+                    return None;
+                }
+                Ok(changes) if !changes.is_empty() => {
+                    for c in &changes {
+                        sub.pending.extend(change_frames(c));
+                    }
+                    sub.last = changes.last().expect("non-empty").tx;
+                    continue;
+                }
+                Ok(_) => {}
+            }
+            // Caught up: wait for a notice of this tenant past what was sent.
+            loop {
+                let notice = tokio::select! {
+                    n = sub.rx.recv() => n,
+                    _ = sub.shutdown.wait_for(|stop| *stop) => return None,
+                };
+                match notice {
+                    Ok(c) if &*c.tenant == sub.tenant && c.tx > sub.last => break,
+                    Ok(_) => continue,
+                    Err(RecvError::Lagged(n)) if n as usize > sub.max_lag => {
+                        sub.pending.push_back(Event::default().comment(
+                            "dropped: this subscriber fell too far behind; reconnect with Last-Event-ID to resume",
+                        ));
+                        sub.done = true;
+                        break;
+                    }
+                    // Missed notices: the log has everything, read it.
+                    Err(RecvError::Lagged(_)) => break,
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        }
+    })
+}
+
+/// One SSE frame per event of a transaction; the last one carries `id: tx`.
+pub fn change_frames(c: &Change) -> Vec<Event> {
+    let n = c.events.len();
+    c.events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let data = match e {
+                ChangeEvent::Assert { fact, superseded, continued } => {
+                    let mut v = json!({"op": "assert", "tx": c.tx, "fact": fact});
+                    if !superseded.is_empty() {
+                        v["superseded"] = json!(superseded.iter().map(|f| f.id).collect::<Vec<_>>());
+                    }
+                    if !continued.is_empty() {
+                        v["continued"] = json!(continued.iter().map(|f| f.id).collect::<Vec<_>>());
+                    }
+                    v
+                }
+                ChangeEvent::Retract { fact } => json!({"op": "retract", "tx": c.tx, "fact": fact}),
+                ChangeEvent::Cardinality(p) => json!({"op": "predicate", "tx": c.tx, "predicate": p}),
+                ChangeEvent::Threshold(t) => json!({"op": "threshold", "tx": c.tx, "threshold": t}),
+            };
+            let ev = Event::default().data(data.to_string());
+            if i + 1 == n {
+                ev.id(c.tx.to_string())
+            } else {
+                ev
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,83 @@
+//! The memory layer: the one place every surface (REST, SSE, MCP, the agent
+//! protocols, gRPC, TCP) reads and writes memory through. It pins every call
+//! to a tenant, runs blocking engine work off the async threads, and carries
+//! the change feed.
+
+use std::sync::Arc;
+use tempora_storage::{Change, Engine, EngineError, Idempotency, Tx, WriteOp, WriteOutcome};
+use tokio::sync::broadcast;
+
+/// A committed transaction, announced to subscribers. The frames themselves
+/// are read from the change log, so a subscriber that misses a notice (or
+/// reconnects) loses nothing.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    pub tenant: Arc<str>,
+    pub tx: Tx,
+}
+
+#[derive(Clone)]
+pub struct Memory {
+    engine: Arc<Engine>,
+    feed: broadcast::Sender<Committed>,
+}
+
+/// How many notices the feed keeps for slow subscribers; one that lags
+/// further catches up from the log.
+const FEED_CAPACITY: usize = 4096;
+
+impl Memory {
+    pub fn new(engine: Arc<Engine>) -> Memory {
+        let (feed, _) = broadcast::channel(FEED_CAPACITY);
+        let sender = feed.clone();
+        engine.add_commit_listener(Box::new(move |committed| {
+            for (tenant, tx) in committed {
+                // No receivers is fine; send never blocks.
+                let _ = sender.send(Committed { tenant: Arc::from(tenant.as_str()), tx: *tx });
+            }
+        }));
+        Memory { engine, feed }
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Committed> {
+        self.feed.subscribe()
+    }
+
+    /// One write transaction of `tenant`, waiting for durability on the
+    /// blocking pool. With `idempotency`, `Ok(Err(bytes))` is a replay.
+    pub async fn write(
+        &self,
+        tenant: &str,
+        ops: Vec<WriteOp>,
+        idempotency: Option<Idempotency>,
+    ) -> Result<Result<WriteOutcome, Vec<u8>>, EngineError> {
+        let engine = Arc::clone(&self.engine);
+        let tenant = tenant.to_string();
+        blocking(move || match idempotency {
+            Some(i) => engine.write_idempotent(&tenant, ops, i),
+            None => engine.write(&tenant, ops).map(Ok),
+        })
+        .await
+    }
+
+    /// The tenant's committed transactions after `after`.
+    pub async fn changes(&self, tenant: &str, after: Tx, limit: usize) -> Result<Vec<Change>, EngineError> {
+        let engine = Arc::clone(&self.engine);
+        let tenant = tenant.to_string();
+        blocking(move || engine.changes(&tenant, after, limit)).await
+    }
+}
+
+/// Runs engine work on tokio's blocking pool.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
+) -> Result<T, EngineError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) => Err(EngineError::Closed(format!("engine task failed: {e}"))),
+    }
+}

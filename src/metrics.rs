@@ -1,0 +1,101 @@
+//! Prometheus metrics: requests by route and status, latency histograms,
+//! facts by status, stream subscribers, and the engine's commit groups and
+//! sync timings.
+
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tempora_storage::Engine;
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: IntCounterVec,
+    pub latency: HistogramVec,
+    subscribers: IntGauge,
+    facts: prometheus::IntGaugeVec,
+    groups: IntGauge,
+    syncs: IntGauge,
+    sync_seconds: prometheus::Gauge,
+    last_tx: IntGauge,
+    disk_bytes: IntGauge,
+    sse_count: Arc<AtomicUsize>,
+}
+
+impl Metrics {
+    pub fn new(sse_count: Arc<AtomicUsize>) -> Metrics {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new("tempora_http_requests_total", "HTTP requests by route, method and status"),
+            &["route", "method", "status"],
+        )
+        .expect("valid metric");
+        let latency = HistogramVec::new(
+            HistogramOpts::new("tempora_http_request_duration_seconds", "HTTP request latency by route")
+                .buckets(vec![0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0]),
+            &["route", "method"],
+        )
+        .expect("valid metric");
+        let subscribers = IntGauge::new("tempora_stream_subscribers", "Open /api/stream subscribers").unwrap();
+        let facts = prometheus::IntGaugeVec::new(
+            Opts::new("tempora_facts", "Facts by latest status, all tenants"),
+            &["status"],
+        )
+        .unwrap();
+        let groups = IntGauge::new("tempora_commit_groups_total", "Commit groups written").unwrap();
+        let syncs = IntGauge::new("tempora_syncs_total", "Durability syncs (fsync) of the store").unwrap();
+        let sync_seconds = prometheus::Gauge::new("tempora_sync_seconds_total", "Time spent in syncs").unwrap();
+        let last_tx = IntGauge::new("tempora_last_tx", "Last committed transaction").unwrap();
+        let disk_bytes = IntGauge::new("tempora_disk_bytes", "Bytes the store occupies on disk").unwrap();
+        for c in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(latency.clone()),
+            Box::new(subscribers.clone()),
+            Box::new(facts.clone()),
+            Box::new(groups.clone()),
+            Box::new(syncs.clone()),
+            Box::new(sync_seconds.clone()),
+            Box::new(last_tx.clone()),
+            Box::new(disk_bytes.clone()),
+        ] {
+            registry.register(c).expect("unique metric names");
+        }
+        Metrics {
+            registry,
+            requests,
+            latency,
+            subscribers,
+            facts,
+            groups,
+            syncs,
+            sync_seconds,
+            last_tx,
+            disk_bytes,
+            sse_count,
+        }
+    }
+
+    /// The text exposition; gauges that mirror engine state are read now.
+    pub fn render(&self, engine: &Engine) -> String {
+        self.subscribers.set(self.sse_count.load(Ordering::Relaxed) as i64);
+        let mut totals = [0u64; 4];
+        for t in engine.tenants() {
+            let s = engine.stats(&t);
+            totals[0] += s.active;
+            totals[1] += s.candidate;
+            totals[2] += s.superseded;
+            totals[3] += s.retracted;
+        }
+        for (name, v) in ["active", "candidate", "superseded", "retracted"].iter().zip(totals) {
+            self.facts.with_label_values(&[name]).set(v as i64);
+        }
+        let io = engine.io_stats();
+        self.groups.set(io.groups as i64);
+        self.syncs.set(io.syncs as i64);
+        self.sync_seconds.set(io.sync_micros as f64 / 1e6);
+        self.last_tx.set(engine.last_tx().0 as i64);
+        self.disk_bytes.set(engine.size_on_disk().unwrap_or(0) as i64);
+        let mut buf = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding");
+        String::from_utf8(buf).expect("prometheus text is UTF-8")
+    }
+}
