@@ -26,5 +26,6 @@ ENV TEMPORA_DATA_DIR=/data \
     TEMPORA_TCP_ADDR=0.0.0.0:5050
 EXPOSE 8080 30011 5050
 STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=10s --timeout=5s --start-period=5s --retries=3 CMD ["tempora", "healthcheck"]
 ENTRYPOINT ["tempora"]
 CMD ["serve"]

@@ -21,6 +21,14 @@ enum Command {
     /// Every setting can also come from a TOML file (--config) or a TEMPORA_*
     /// environment variable; precedence is flag > environment > file > default.
     Serve(ServeArgs),
+    /// Exit 0 when the server answers GET /healthz (for container health
+    /// checks; needs no curl). The address defaults to TEMPORA_HTTP_ADDR, with
+    /// 0.0.0.0 taken as loopback.
+    Healthcheck {
+        /// host:port of the HTTP listener
+        #[arg(long, value_name = "ADDR")]
+        addr: Option<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -66,6 +74,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Healthcheck { addr } => healthcheck(addr),
     }
 }
 
@@ -90,6 +99,27 @@ fn serve(args: ServeArgs) -> Result<()> {
     init_logging(cfg.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(tempora::server::run(cfg, tempora::server::shutdown_signal()))
+}
+
+fn healthcheck(addr: Option<String>) -> Result<()> {
+    use std::io::{Read, Write};
+    let addr = addr
+        .or_else(|| std::env::var("TEMPORA_HTTP_ADDR").ok())
+        .unwrap_or_else(|| tempora::config::DEFAULT_HTTP_ADDR.to_string())
+        .replace("0.0.0.0", "127.0.0.1")
+        .replace("[::]", "[::1]");
+    let sock: std::net::SocketAddr = addr.parse()?;
+    let timeout = std::time::Duration::from_secs(3);
+    let mut s = std::net::TcpStream::connect_timeout(&sock, timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.write_all(format!("GET /healthz HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head)?;
+    if &head[9..12] == b"200" {
+        Ok(())
+    } else {
+        anyhow::bail!("unhealthy: {}", String::from_utf8_lossy(&head))
+    }
 }
 
 fn init_logging(format: LogFormat) {

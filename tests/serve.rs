@@ -92,3 +92,31 @@ fn bad_configuration_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("http address") && err.contains("not-an-address"), "{err}");
 }
+
+#[test]
+fn healthcheck_reports_whether_the_server_answers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = probe.local_addr().unwrap().to_string();
+    drop(probe);
+    let check = || {
+        Command::new(env!("CARGO_BIN_EXE_tempora"))
+            .args(["healthcheck", "--addr", &addr])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(!check(), "nothing listens yet");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tempora"))
+        .args(["serve", "--data-dir"])
+        .arg(tmp.path().join("d"))
+        .args(["--http-addr", &addr, "--grpc-addr", "off", "--tcp-addr", "off"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&mut child, "http listening");
+    assert!(check());
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+}
