@@ -1,0 +1,236 @@
+//! `tempora-load`: drives a tempora server over HTTP with N concurrent
+//! connections and reports throughput and latency percentiles.
+//!
+//! Workloads (each over `--keys` subjects `Person:<n>` with predicate
+//! `works_at`, a functional `one` predicate):
+//! - `assert`: every request asserts a new employer for a random key, so every
+//!   assert after the first on a key supersedes the previous fact (durable).
+//! - `read`: current point read `GET /api/facts?subject=..&predicate=..`.
+//! - `asof`: the same read rewound with `as_of_tx` to a transaction of the
+//!   preload, i.e. before later supersessions.
+//! - `validat`: the same read at a valid time inside the preloaded intervals.
+//!
+//! Before the timed run, `--preload` asserts every key once (in batches), so
+//! reads find data and asserts supersede from the first request.
+//!
+//!     tempora-load --url http://127.0.0.1:8080 --workload assert --connections 64 --duration 20
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, ValueEnum};
+use hdrhistogram::Histogram;
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+enum Workload {
+    Assert,
+    Read,
+    Asof,
+    Validat,
+}
+
+#[derive(Parser, Debug)]
+#[command(about = "Load generator for tempora's HTTP API")]
+struct Args {
+    /// Base URL of the server.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    #[arg(long, value_enum, default_value = "assert")]
+    workload: Workload,
+    /// Concurrent connections (one in-flight request each).
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Seconds to run (after a short warm-up).
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+    /// Warm-up seconds, not measured.
+    #[arg(long, default_value_t = 2)]
+    warmup: u64,
+    /// Distinct keys (subjects).
+    #[arg(long, default_value_t = 10_000)]
+    keys: u64,
+    /// Assert every key once before the run (batches of 1000).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    preload: bool,
+    /// Bearer key, for keyed mode.
+    #[arg(long)]
+    key: Option<String>,
+    /// Print the result as one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A small xorshift PRNG: the tool needs cheap, reproducible key choices.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+const VALID_FROM: i64 = 1_577_836_800_000; // 2020-01-01
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(k) = &args.key {
+        headers.insert("authorization", format!("Bearer {k}").parse()?);
+    }
+    let client = reqwest::Client::builder()
+        .default_headers(headers)
+        .pool_max_idle_per_host(args.connections)
+        .tcp_nodelay(true)
+        .build()?;
+    let base = args.url.trim_end_matches('/').to_string();
+
+    let preload_tx = if args.preload { preload(&client, &base, args.keys).await? } else { 0 };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for c in 0..args.connections {
+        let (client, base, stop, measuring, errors) =
+            (client.clone(), base.clone(), stop.clone(), measuring.clone(), errors.clone());
+        let (workload, keys) = (args.workload, args.keys);
+        tasks.push(tokio::spawn(async move {
+            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
+            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (c as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let key = rng.next() % keys;
+                n += 1;
+                let started = Instant::now();
+                let ok = request(&client, &base, workload, key, c, n, preload_tx).await;
+                let micros = started.elapsed().as_micros() as u64;
+                if measuring.load(Ordering::Relaxed) {
+                    if ok {
+                        let _ = hist.record(micros.max(1));
+                    } else {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            hist
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(args.warmup)).await;
+    measuring.store(true, Ordering::Relaxed);
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(args.duration)).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let mut total = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    for t in tasks {
+        total.add(t.await?)?;
+    }
+    let errors = errors.load(Ordering::Relaxed);
+    let ops = total.len();
+    let result = json!({
+        "workload": format!("{:?}", args.workload).to_lowercase(),
+        "connections": args.connections,
+        "keys": args.keys,
+        "seconds": elapsed,
+        "ok": ops,
+        "errors": errors,
+        "throughput_per_s": ops as f64 / elapsed,
+        "p50_ms": total.value_at_quantile(0.50) as f64 / 1000.0,
+        "p99_ms": total.value_at_quantile(0.99) as f64 / 1000.0,
+        "max_ms": total.max() as f64 / 1000.0,
+    });
+    if args.json {
+        println!("{result}");
+    } else {
+        println!(
+            "{:<8} conns={:<4} keys={:<8} ok={:<8} errors={:<5} {:>9.0}/s  p50={:.2}ms p99={:.2}ms max={:.2}ms",
+            result["workload"].as_str().unwrap_or(""),
+            args.connections,
+            args.keys,
+            ops,
+            errors,
+            ops as f64 / elapsed,
+            result["p50_ms"].as_f64().unwrap_or(0.0),
+            result["p99_ms"].as_f64().unwrap_or(0.0),
+            result["max_ms"].as_f64().unwrap_or(0.0),
+        );
+    }
+    if errors > 0 {
+        bail!("{errors} requests failed");
+    }
+    Ok(())
+}
+
+/// Asserts every key once; returns the last transaction of the preload.
+async fn preload(client: &reqwest::Client, base: &str, keys: u64) -> Result<u64> {
+    let started = Instant::now();
+    let mut last_tx = 0;
+    for chunk_start in (0..keys).step_by(1000) {
+        let facts: Vec<_> = (chunk_start..(chunk_start + 1000).min(keys))
+            .map(|k| {
+                json!({"subject": format!("Person:{k}"), "predicate": "works_at",
+                       "object": "Org:seed", "valid_from": VALID_FROM})
+            })
+            .collect();
+        let resp = client
+            .post(format!("{base}/api/facts/batch"))
+            .json(&json!({ "facts": facts }))
+            .send()
+            .await
+            .context("preload request")?;
+        if !resp.status().is_success() {
+            bail!("preload failed: {} {}", resp.status(), resp.text().await.unwrap_or_default());
+        }
+        let body: serde_json::Value = resp.json().await?;
+        last_tx = body["tx"].as_u64().unwrap_or(last_tx);
+    }
+    eprintln!("preloaded {keys} keys in {:.1}s (last tx {last_tx})", started.elapsed().as_secs_f64());
+    Ok(last_tx)
+}
+
+async fn request(
+    client: &reqwest::Client,
+    base: &str,
+    workload: Workload,
+    key: u64,
+    conn: usize,
+    n: u64,
+    preload_tx: u64,
+) -> bool {
+    let subject = format!("Person:{key}");
+    let req = match workload {
+        Workload::Assert => client.post(format!("{base}/api/facts")).json(&json!({
+            "subject": subject, "predicate": "works_at", "object": format!("Org:c{conn}n{n}"),
+        })),
+        Workload::Read => client.get(format!("{base}/api/facts?subject={subject}&predicate=works_at")),
+        Workload::Asof => {
+            client.get(format!("{base}/api/facts?subject={subject}&predicate=works_at&as_of_tx={preload_tx}"))
+        }
+        Workload::Validat => client.get(format!(
+            "{base}/api/facts?subject={subject}&predicate=works_at&valid_at={}",
+            VALID_FROM + 86_400_000
+        )),
+    };
+    match req.send().await {
+        Ok(r) if r.status().is_success() => {
+            // Read the body: a response only counts once it is all here.
+            r.bytes().await.is_ok()
+        }
+        Ok(r) => {
+            eprintln!("error: {} {}", r.status(), r.text().await.unwrap_or_default());
+            false
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            false
+        }
+    }
+}
