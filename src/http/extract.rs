@@ -7,7 +7,7 @@ use crate::auth::Principal;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HOST};
 use axum::http::request::Parts;
-use serde::de::DeserializeOwned;
+use serde::de::{Deserialize, DeserializeOwned, Deserializer, MapAccess, Visitor};
 
 pub const SESSION_COOKIE: &str = "tempora_session";
 /// Header an admin uses to name the tenant a request is about.
@@ -156,4 +156,26 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })?;
     de.end().map_err(|e| ApiError::schema(format!("invalid JSON body: {e}")))?;
     Ok(value)
+}
+
+/// A body that must be a JSON object. serde's derived `Deserialize` for a
+/// struct also accepts a JSON array of the fields in declaration order, so
+/// without this `["Person:a", "likes", "x"]` would be stored as a fact.
+#[derive(Debug)]
+pub struct Object<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct OnlyMap<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for OnlyMap<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(OnlyMap(std::marker::PhantomData)).map(Object)
+    }
 }

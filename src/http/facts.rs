@@ -1,7 +1,7 @@
 //! `/api/facts` and `/api/predicates`: asserting, reading, retracting facts.
 
 use super::error::ApiError;
-use super::extract::{Caller, JsonBody};
+use super::extract::{Caller, JsonBody, Object};
 use super::idempotency::{self, IdempotencyKey};
 use super::query::QueryPairs;
 use super::AppState;
@@ -53,8 +53,8 @@ impl From<FactBody> for FactInput {
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub enum BatchBody {
-    Wrapped { facts: Vec<FactBody> },
-    Bare(Vec<FactBody>),
+    Wrapped { facts: Vec<Object<FactBody>> },
+    Bare(Vec<Object<FactBody>>),
 }
 
 pub const MAX_BATCH: usize = 10_000;
@@ -72,7 +72,7 @@ pub async fn assert_fact(
     State(st): State<AppState>,
     caller: Caller,
     idem: IdempotencyKey,
-    JsonBody(body): JsonBody<FactBody>,
+    JsonBody(Object(body)): JsonBody<Object<FactBody>>,
 ) -> Result<Response, ApiError> {
     let tenant = caller.tenant()?.to_string();
     let ops = vec![WriteOp::Assert(body.into())];
@@ -101,7 +101,7 @@ pub async fn assert_batch(
     if facts.len() > MAX_BATCH {
         return Err(ApiError::schema(format!("a batch holds at most {MAX_BATCH} facts")));
     }
-    let ops = facts.into_iter().map(|f| WriteOp::Assert(f.into())).collect();
+    let ops = facts.into_iter().map(|Object(f)| WriteOp::Assert(f.into())).collect();
     idempotency::write(&st, &tenant, "POST /api/facts/batch", idem, ops, StatusCode::CREATED, |out| {
         let facts: Vec<Value> = out
             .outcomes
@@ -212,7 +212,7 @@ pub async fn put_predicate(
     State(st): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    JsonBody(body): JsonBody<PredicateBody>,
+    JsonBody(Object(body)): JsonBody<Object<PredicateBody>>,
 ) -> Result<Response, ApiError> {
     let tenant = caller.tenant()?.to_string();
     let cardinality: Cardinality = body.cardinality.parse().map_err(ApiError::schema)?;

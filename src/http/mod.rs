@@ -60,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), track))
+        .layer(middleware::map_response(close_after_too_large))
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(
             ServiceBuilder::new()
@@ -91,6 +92,16 @@ async fn metrics_gate(State(st): State<AppState>, req: Request) -> Response {
         }
     }
     ops::metrics(State(st)).await
+}
+
+/// A body over the limit is left unread, so hyper drops the connection after
+/// the answer; `Connection: close` says so, or a client would send its next
+/// request on a pooled connection that is about to vanish.
+async fn close_after_too_large(mut resp: Response) -> Response {
+    if resp.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        resp.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
+    resp
 }
 
 /// Counts and times every request by its route template (never the raw

@@ -3,7 +3,7 @@
 //! key itself and is re-validated on every request, like a bearer token.
 
 use super::error::ApiError;
-use super::extract::{JsonBody, SESSION_COOKIE};
+use super::extract::{JsonBody, Object, SESSION_COOKIE};
 use super::AppState;
 use crate::auth::{Principal, Scope};
 use axum::extract::State;
@@ -22,7 +22,7 @@ pub struct SessionRequest {
 pub async fn login(
     State(st): State<AppState>,
     headers: HeaderMap,
-    JsonBody(SessionRequest { key }): JsonBody<SessionRequest>,
+    JsonBody(Object(SessionRequest { key })): JsonBody<Object<SessionRequest>>,
 ) -> Result<Response, ApiError> {
     let host_header = headers.get(HOST).and_then(|v| v.to_str().ok()).map(String::from);
     let secure = headers
