@@ -7,7 +7,9 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY storage ./storage
 COPY migrations ./migrations
+COPY api ./api
 COPY src ./src
+COPY benches/load ./benches/load
 RUN cargo build --release --locked --bin tempora \
  && cp target/release/tempora /usr/local/bin/tempora \
  && strip /usr/local/bin/tempora
