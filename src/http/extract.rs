@@ -4,7 +4,7 @@
 use super::error::ApiError;
 use super::AppState;
 use crate::auth::Principal;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HOST};
 use axum::http::request::Parts;
 use serde::de::{Deserialize, DeserializeOwned, Deserializer, MapAccess, Visitor};
@@ -177,5 +177,20 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
             }
         }
         d.deserialize_map(OnlyMap(std::marker::PhantomData)).map(Object)
+    }
+}
+
+/// The one path parameter of a route. A segment that does not decode to
+/// UTF-8 answers with the envelope (axum's own rejection is plain text).
+pub struct PathParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(v)| PathParam(v))
+            .map_err(|e| ApiError::schema(format!("invalid path parameter: {}", e.body_text())))
     }
 }

@@ -1,11 +1,11 @@
 //! `/api/facts` and `/api/predicates`: asserting, reading, retracting facts.
 
 use super::error::ApiError;
-use super::extract::{Caller, JsonBody, Object};
+use super::extract::{Caller, JsonBody, Object, PathParam};
 use super::idempotency::{self, IdempotencyKey};
 use super::query::QueryPairs;
 use super::AppState;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -22,16 +22,56 @@ pub struct FactBody {
     pub predicate: String,
     #[serde(default)]
     pub object: Value,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "non_null")]
     pub confidence: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "non_null")]
     pub source: Option<String>,
+    #[serde(default, deserialize_with = "non_null")]
+    pub valid_from: Option<JsonMillis>,
     #[serde(default)]
-    pub valid_from: Option<i64>,
-    #[serde(default)]
-    pub valid_until: Option<i64>,
-    #[serde(default)]
+    pub valid_until: Option<JsonMillis>,
+    #[serde(default, deserialize_with = "non_null")]
     pub properties: Option<Map<String, Value>>,
+}
+
+/// For the optional fields the spec types without `null`: leaving one out
+/// is fine, an explicit `null` is a schema error.
+fn non_null<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// A time in unix milliseconds. JSON Schema counts `5.0` as the integer 5,
+/// so a number without a fractional part is accepted too (where a double
+/// holds it exactly).
+#[derive(Debug, Clone, Copy)]
+pub struct JsonMillis(pub i64);
+
+impl<'de> Deserialize<'de> for JsonMillis {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, Unexpected, Visitor};
+        struct Int;
+        impl Visitor<'_> for Int {
+            type Value = JsonMillis;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer (unix milliseconds, 64-bit)")
+            }
+            fn visit_i64<E: Error>(self, v: i64) -> Result<JsonMillis, E> {
+                Ok(JsonMillis(v))
+            }
+            fn visit_u64<E: Error>(self, v: u64) -> Result<JsonMillis, E> {
+                i64::try_from(v).map(JsonMillis).map_err(|_| E::invalid_value(Unexpected::Unsigned(v), &self))
+            }
+            fn visit_f64<E: Error>(self, v: f64) -> Result<JsonMillis, E> {
+                const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+                if v.fract() == 0.0 && v.abs() <= EXACT {
+                    Ok(JsonMillis(v as i64))
+                } else {
+                    Err(E::invalid_type(Unexpected::Float(v), &self))
+                }
+            }
+        }
+        d.deserialize_any(Int)
+    }
 }
 
 impl From<FactBody> for FactInput {
@@ -42,19 +82,42 @@ impl From<FactBody> for FactInput {
             object: b.object,
             confidence: b.confidence,
             source: b.source,
-            valid_from: b.valid_from,
-            valid_until: b.valid_until,
+            valid_from: b.valid_from.map(|m| m.0),
+            valid_until: b.valid_until.map(|m| m.0),
             properties: b.properties,
         }
     }
 }
 
-/// `POST /api/facts/batch` takes `{"facts": [...]}` or a bare array.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum BatchBody {
-    Wrapped { facts: Vec<Object<FactBody>> },
-    Bare(Vec<Object<FactBody>>),
+/// `POST /api/facts/batch` takes `{"facts": [...]}` or a bare array. (Not
+/// an untagged enum: its one error, "did not match any variant", names
+/// neither the fact nor the field that is wrong.)
+#[derive(Debug)]
+pub struct BatchBody(pub Vec<Object<FactBody>>);
+
+impl<'de> Deserialize<'de> for BatchBody {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+        use serde::de::{MapAccess, SeqAccess, Visitor};
+        #[derive(Deserialize)]
+        struct Wrapped {
+            facts: Vec<Object<FactBody>>,
+        }
+        struct Batch;
+        impl<'de> Visitor<'de> for Batch {
+            type Value = BatchBody;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(r#"an array of facts or {"facts": [...]}"#)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<BatchBody, A::Error> {
+                Vec::deserialize(SeqAccessDeserializer::new(seq)).map(BatchBody)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<BatchBody, A::Error> {
+                Wrapped::deserialize(MapAccessDeserializer::new(map)).map(|w| BatchBody(w.facts))
+            }
+        }
+        d.deserialize_any(Batch)
+    }
 }
 
 pub const MAX_BATCH: usize = 10_000;
@@ -92,9 +155,7 @@ pub async fn assert_batch(
     JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<Response, ApiError> {
     let tenant = caller.tenant()?.to_string();
-    let facts = match body {
-        BatchBody::Wrapped { facts } | BatchBody::Bare(facts) => facts,
-    };
+    let facts = body.0;
     if facts.is_empty() {
         return Err(ApiError::schema("facts must hold at least one fact"));
     }
@@ -119,7 +180,7 @@ pub async fn assert_batch(
 pub async fn retract_fact(
     State(st): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> Result<Response, ApiError> {
     let tenant = caller.tenant()?.to_string();
     let id = parse_id(&id)?;
@@ -139,7 +200,7 @@ fn parse_id(s: &str) -> Result<FactId, ApiError> {
 pub async fn get_fact(
     State(st): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
     q: QueryPairs,
 ) -> Result<Response, ApiError> {
     let tenant = caller.tenant()?.to_string();
@@ -152,7 +213,7 @@ pub async fn get_fact(
 pub async fn fact_history(
     State(st): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> Result<Response, ApiError> {
     let tenant = caller.tenant()?.to_string();
     let id = parse_id(&id)?;
@@ -201,7 +262,7 @@ pub struct PredicateBody {
 pub async fn get_predicate(
     State(st): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
 ) -> Result<Response, ApiError> {
     let tenant = caller.tenant()?.to_string();
     let info = st.memory.engine().predicate(&tenant, &name)?;
@@ -211,7 +272,7 @@ pub async fn get_predicate(
 pub async fn put_predicate(
     State(st): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    PathParam(name): PathParam,
     JsonBody(Object(body)): JsonBody<Object<PredicateBody>>,
 ) -> Result<Response, ApiError> {
     let tenant = caller.tenant()?.to_string();

@@ -18,18 +18,23 @@ pub const HEADER: &str = "idempotency-key";
 pub const REPLAYED: &str = "idempotency-replayed";
 pub const MAX_KEY_LEN: usize = 255;
 
-/// The request's `Idempotency-Key`, if any.
-pub struct IdempotencyKey(pub Option<String>);
+/// The request's `Idempotency-Key`, if any: its bytes as sent (a header may
+/// carry any visible Latin-1 text, not only ASCII). An empty value counts as
+/// no key.
+pub struct IdempotencyKey(pub Option<Vec<u8>>);
 
 impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         let Some(v) = parts.headers.get(HEADER) else { return Ok(IdempotencyKey(None)) };
-        let v = v.to_str().map_err(|_| ApiError::schema("Idempotency-Key must be visible ASCII"))?;
-        if v.is_empty() || v.len() > MAX_KEY_LEN {
-            return Err(ApiError::schema(format!("Idempotency-Key must be 1 to {MAX_KEY_LEN} characters")));
+        let v = v.as_bytes();
+        if v.is_empty() {
+            return Ok(IdempotencyKey(None));
         }
-        Ok(IdempotencyKey(Some(v.to_string())))
+        if v.len() > MAX_KEY_LEN {
+            return Err(ApiError::schema(format!("Idempotency-Key must be at most {MAX_KEY_LEN} characters")));
+        }
+        Ok(IdempotencyKey(Some(v.to_vec())))
     }
 }
 
@@ -78,7 +83,7 @@ pub async fn write(
     let render_ok = std::sync::Arc::clone(&ok);
     let mut scoped = route.as_bytes().to_vec();
     scoped.push(0);
-    scoped.extend_from_slice(key.as_bytes());
+    scoped.extend_from_slice(&key);
     let idem = Idempotency {
         key: scoped,
         render: Box::new(move |r: &Result<WriteOutcome, EngineError>| match r {

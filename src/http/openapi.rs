@@ -1,24 +1,913 @@
 //! `/openapi.json`: the memory API spec this server implements, built from
 //! the reference document (`api/abagraph.openapi.json`) plus this server's
 //! extensions, so it is always a superset of the reference.
+//!
+//! Everything of the reference is kept. The patches add what this server
+//! does on top (routes, parameters, fields, responses, schemas), fix what it
+//! does differently (PRODUCT.md wins over the reference: e.g. the session
+//! cookie is `tempora_session`), and mark the reference operations that are
+//! not implemented yet with `x-tempora-planned: true` (they answer 404).
+//! Added operations carry `x-tempora-extension: true`.
 
 use axum::Json;
-use serde_json::Value;
+use serde_json::{json, Map, Value};
 use std::sync::OnceLock;
+use tempora_storage::{DEFAULT_PAGE, MAX_PAGE};
 
 const REFERENCE: &str = include_str!("../../api/abagraph.openapi.json");
 
+/// A subject or predicate: not blank, no control characters (what the
+/// engine accepts).
+pub const NAME_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$";
+
+/// Reference operations this server does not implement yet. They stay in
+/// the document (they are part of the product), marked as planned.
+pub const PLANNED: &[(&str, &str)] = &[
+    ("/api/context", "post"),
+    ("/api/search", "get"),
+    ("/api/search", "post"),
+    ("/api/graph", "get"),
+    ("/api/walk", "get"),
+    ("/api/connectors", "get"),
+    ("/api/connectors", "post"),
+    ("/api/connectors/{name}/events", "post"),
+    ("/api/connectors/{name}/pull", "post"),
+    ("/api/alerts", "get"),
+    ("/api/reports", "get"),
+    ("/api/digest", "post"),
+    ("/api/ask", "post"),
+    ("/mcp", "post"),
+];
+
+pub fn reference() -> Value {
+    serde_json::from_str(REFERENCE).expect("the embedded spec is JSON")
+}
+
 pub fn document() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
-    DOC.get_or_init(|| {
-        let mut doc: Value = serde_json::from_str(REFERENCE).expect("the embedded spec is JSON");
-        doc["info"]["title"] = Value::String("tempora memory API".into());
-        doc["info"]["version"] = Value::String(env!("CARGO_PKG_VERSION").into());
-        doc["servers"] = serde_json::json!([{"url": "/", "description": "this server"}]);
-        doc
-    })
+    DOC.get_or_init(build)
 }
 
 pub async fn serve() -> Json<Value> {
     Json(document().clone())
+}
+
+fn build() -> Value {
+    let mut doc = reference();
+    doc["info"]["title"] = json!("tempora memory API");
+    doc["info"]["version"] = json!(env!("CARGO_PKG_VERSION"));
+    let about = doc["info"]["description"].as_str().unwrap_or_default().to_string();
+    doc["info"]["description"] = json!(format!(
+        "{about}\n\nThis is the document of tempora, which implements the memory API above: the reference \
+         operations (operations marked `x-tempora-planned: true` are not implemented by this version yet and \
+         answer 404 NotFound) plus its own extensions (marked `x-tempora-extension: true`): batch writes, \
+         one fact and its history, retraction, predicate cardinality, pagination, valid-time and \
+         transaction-time reads, the resumable change feed, and the operational routes. All times are unix \
+         milliseconds. In open mode (no keys configured) no credentials are needed and every request is \
+         tenant `default`."
+    ));
+    doc["servers"] = json!([{"url": "/", "description": "this server"}]);
+    components(&mut doc);
+    reference_paths(&mut doc);
+    extension_paths(&mut doc);
+    doc
+}
+
+fn obj(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.is_object() {
+        *v = json!({});
+    }
+    v.as_object_mut().expect("an object")
+}
+
+fn merge(target: &mut Value, add: Value) {
+    let target = obj(target);
+    if let Value::Object(add) = add {
+        for (k, v) in add {
+            target.insert(k, v);
+        }
+    }
+}
+
+fn reference_to(name: &str, kind: &str) -> Value {
+    json!({"$ref": format!("#/components/{kind}/{name}")})
+}
+
+fn resp(name: &str) -> Value {
+    reference_to(name, "responses")
+}
+
+fn param(name: &str) -> Value {
+    reference_to(name, "parameters")
+}
+
+fn schema(name: &str) -> Value {
+    reference_to(name, "schemas")
+}
+
+fn json_content(schema: Value) -> Value {
+    json!({"application/json": {"schema": schema}})
+}
+
+/// The error answers every implemented operation can give besides its own:
+/// the request limiter and a closing or full engine answer 503.
+fn with_common_errors(responses: &mut Value, gated: bool) {
+    let r = obj(responses);
+    if gated {
+        r.entry("404").or_insert_with(|| resp("NotFound"));
+    }
+    r.entry("503").or_insert_with(|| resp("Unavailable"));
+}
+
+fn error_response(description: &str, code: &str, message: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {
+            "schema": schema("Error"),
+            "example": {"error": {"code": code, "message": message}},
+        }},
+    })
+}
+
+fn components(doc: &mut Value) {
+    let c = &mut doc["components"];
+
+    c["securitySchemes"]["bearerAuth"]["description"] = json!(
+        "A tenant API key or an admin token: send `Authorization: Bearer <key>`. Browser clients may instead \
+         carry the HttpOnly `tempora_session` cookie set by POST /api/session. A tenant key reads and writes \
+         only its own tenant; an admin token reads any tenant, named with the `tenant` query parameter or the \
+         `X-Tempora-Tenant` header. With `auth.tenant_host` configured (e.g. `{tenant}.example.com`) a tenant \
+         key authenticates only on its own host. By design, an unauthenticated or cross-tenant request to a \
+         gated surface returns 404 NotFound (non-disclosure) rather than 401/403, so the protected surface is \
+         never advertised. In open mode (no keys configured) no credentials are needed."
+    );
+
+    let responses = &mut c["responses"];
+    responses["PayloadTooLarge"] = error_response(
+        "The request body is larger than the configured limit (`max_body_bytes`, default 1 MiB).",
+        "PayloadTooLarge",
+        "request body is larger than the configured limit (max_body_bytes)",
+    );
+    responses["Unavailable"] = error_response(
+        "The server is at its in-flight request limit, shutting down, or its data volume is full; retry later.",
+        "Unavailable",
+        "the server is at its request limit; retry shortly",
+    );
+    responses["RateLimited"] = error_response(
+        "Too many concurrent stream subscribers (`max_sse_subscribers`); retry later.",
+        "RateLimited",
+        "too many stream subscribers; try again later",
+    );
+
+    let params = &mut c["parameters"];
+    params["IdempotencyKey"]["description"] = json!(
+        "Client-generated token (e.g. a UUID) that makes a writing POST safe to retry. The first response under \
+         a key is stored in the same transaction as the write (it survives a restart) and returned verbatim, \
+         with `Idempotency-Replayed: true`, to every later request of the same tenant and route carrying that \
+         key; the retry writes nothing. Request errors (4xx) are stored too, server errors are not. An empty \
+         value counts as no key."
+    );
+    params["Tenant"] = json!({
+        "name": "tenant",
+        "in": "query",
+        "required": false,
+        "description": "Admin tokens only: the tenant the request is about. Ignored for tenant keys (their tenant comes from the key).",
+        "schema": {"type": "string"},
+    });
+    params["TenantHeader"] = json!({
+        "name": "X-Tempora-Tenant",
+        "in": "header",
+        "required": false,
+        "description": "Admin tokens only: the tenant the request is about (like the `tenant` query parameter, which it takes precedence over). Ignored for tenant keys.",
+        "schema": {"type": "string"},
+    });
+    params["FactId"] = json!({
+        "name": "id",
+        "in": "path",
+        "required": true,
+        "description": "The fact id. An id that does not exist (or is not a UUID) answers 404.",
+        "schema": {"type": "string", "format": "uuid"},
+    });
+    params["AsOf"] = json!({
+        "name": "as_of",
+        "in": "query",
+        "required": false,
+        "description": "Record time (unix milliseconds) to rewind the read to. Not together with as_of_tx (400).",
+        "schema": {"type": "integer", "format": "int64"},
+    });
+    params["AsOfTx"] = json!({
+        "name": "as_of_tx",
+        "in": "query",
+        "required": false,
+        "description": "Transaction number to rewind the read to: every write with tx at or below it. Not together with as_of (400).",
+        "schema": {"type": "integer", "format": "int64", "minimum": 0},
+    });
+
+    let schemas = &mut c["schemas"];
+    let id_list = |d: &str| json!({"type": "array", "items": {"type": "string", "format": "uuid"}, "description": d});
+    let fact = &mut schemas["Fact"];
+    merge(
+        &mut fact["properties"],
+        json!({
+            "tx": {
+                "type": "integer", "format": "int64", "minimum": 1,
+                "description": "The write transaction that wrote this version. Strictly increasing across the server.",
+            },
+            "created_tx": {
+                "type": "integer", "format": "int64", "minimum": 1,
+                "description": "The transaction of the fact's first version.",
+            },
+            "created_at": {
+                "type": "integer", "format": "int64",
+                "description": "The record time (unix milliseconds) of the fact's first version.",
+            },
+            "supersedes": id_list("Facts this one closed when it was asserted."),
+            "superseded_by": {
+                "type": ["string", "null"], "format": "uuid",
+                "description": "The fact that closed this one, if any.",
+            },
+            "continues": {
+                "type": ["string", "null"], "format": "uuid",
+                "description": "When this fact is the surviving tail of an older fact whose interval a bounded assertion cut in two: that older fact.",
+            },
+            "continued_by": id_list("The tail facts that carry on parts of this one's interval, oldest first."),
+        }),
+    );
+    let required = obj(fact).entry("required").or_insert_with(|| json!([]));
+    for f in [
+        "id",
+        "tenant",
+        "recorded_at",
+        "tx",
+        "created_tx",
+        "created_at",
+        "supersedes",
+        "superseded_by",
+        "continues",
+        "continued_by",
+    ] {
+        if let Some(list) = required.as_array_mut() {
+            if !list.iter().any(|v| v == f) {
+                list.push(json!(f));
+            }
+        }
+    }
+
+    // The engine's input limits (storage/src/limits.rs): subject and
+    // predicate are not blank and hold no control characters; sizes are in
+    // bytes of UTF-8, so a limit in characters is exact for ASCII.
+    let input = &mut schemas["FactInput"];
+    input["description"] = json!(format!(
+        "{} Unknown fields are ignored. Optional fields may be left out but not sent as null (valid_until may \
+         be null). valid_until must be after valid_from (which defaults to the time of the write). The object \
+         and properties together are at most {} bytes of JSON, nested at most {} levels.",
+        input["description"].as_str().unwrap_or_default(),
+        tempora_storage::MAX_VALUE_BYTES,
+        tempora_storage::MAX_JSON_DEPTH,
+    ));
+    for (field, max) in
+        [("subject", tempora_storage::MAX_SUBJECT_BYTES), ("predicate", tempora_storage::MAX_PREDICATE_BYTES)]
+    {
+        merge(&mut input["properties"][field], json!({"minLength": 1, "maxLength": max, "pattern": NAME_PATTERN}));
+    }
+    input["properties"]["source"]["maxLength"] = json!(tempora_storage::MAX_SOURCE_BYTES);
+
+    schemas["AssertedFact"] = json!({
+        "description": "An assertion's answer: the stored fact plus what the write did to other facts.",
+        "allOf": [
+            schema("Fact"),
+            {
+                "type": "object",
+                "required": ["superseded", "continued"],
+                "properties": {
+                    "superseded": id_list("Ids of the facts this assertion closed."),
+                    "continued": id_list("Ids of the tail facts it left (the part of an older interval after a bounded new one)."),
+                },
+            },
+        ],
+    });
+    let fact_list = json!({"type": "array", "items": schema("FactInput"), "minItems": 1, "maxItems": crate::http::facts::MAX_BATCH});
+    schemas["BatchInput"] = json!({
+        "description": "Several facts written in one transaction: either all land or none does. `{\"facts\": [...]}` or a bare array.",
+        "oneOf": [
+            {"type": "object", "required": ["facts"], "properties": {"facts": fact_list.clone()}},
+            fact_list,
+        ],
+    });
+    schemas["BatchReceipt"] = json!({
+        "type": "object",
+        "description": "The transaction a batch wrote and its facts, in request order.",
+        "required": ["tx", "recorded_at", "facts"],
+        "properties": {
+            "tx": {"type": "integer", "format": "int64", "minimum": 1},
+            "recorded_at": {"type": "integer", "format": "int64"},
+            "facts": {"type": "array", "items": schema("AssertedFact")},
+        },
+    });
+    schemas["FactHistory"] = json!({
+        "type": "object",
+        "description": "Every stored version of one fact, oldest first, with the supersession chain both ways.",
+        "required": ["id", "versions", "predecessors", "successors"],
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "versions": {"type": "array", "items": schema("Fact")},
+            "predecessors": id_list("Facts this one closed, and the fact it continues."),
+            "successors": id_list("The fact that closed this one and the tails that continue it."),
+        },
+    });
+    let cardinality = json!({
+        "type": "string",
+        "enum": ["one", "many", "strict"],
+        "description": "one: at most one active value per valid instant, a new value takes over its interval. many: values coexist. strict: like one, but a conflicting assertion is rejected with 400 Conflict.",
+    });
+    schemas["PredicateInput"] = json!({
+        "type": "object",
+        "required": ["cardinality"],
+        "properties": {"cardinality": cardinality.clone()},
+    });
+    schemas["Predicate"] = json!({
+        "type": "object",
+        "required": ["name", "cardinality"],
+        "properties": {"name": {"type": "string"}, "cardinality": cardinality},
+    });
+    schemas["StreamEvent"] = json!({
+        "type": "object",
+        "description": "The `data` of one change-feed event.",
+        "required": ["op", "tx"],
+        "properties": {
+            "op": {"type": "string", "enum": ["assert", "retract", "predicate", "threshold"]},
+            "tx": {"type": "integer", "format": "int64", "minimum": 1},
+            "fact": schema("Fact"),
+            "superseded": id_list("assert: the facts it closed (absent when none)."),
+            "continued": id_list("assert: the tails it left (absent when none)."),
+            "predicate": schema("Predicate"),
+            "threshold": {"type": "number", "description": "threshold: the tenant's new candidate threshold."},
+        },
+    });
+    schemas["Ready"] = json!({
+        "type": "object",
+        "required": ["ready", "last_tx"],
+        "properties": {
+            "ready": {"type": "boolean"},
+            "last_tx": {"type": "integer", "format": "int64", "minimum": 0, "description": "The last committed transaction."},
+        },
+    });
+    merge(
+        &mut schemas["Stats"]["properties"],
+        json!({
+            "last_tx": {"type": "integer", "format": "int64", "minimum": 0, "description": "The last committed transaction (server-wide)."},
+            "last_recorded_at": {"type": "integer", "format": "int64", "description": "Its record time (unix milliseconds)."},
+        }),
+    );
+}
+
+fn reference_paths(doc: &mut Value) {
+    let paths = &mut doc["paths"];
+
+    for (path, method) in PLANNED {
+        let op = &mut paths[*path][*method];
+        if op.is_object() {
+            op["x-tempora-planned"] = json!(true);
+            let d = op["description"].as_str().unwrap_or_default().to_string();
+            op["description"] =
+                json!(format!("{d}\n\nNot implemented by this version of tempora yet: answers 404 NotFound."));
+        }
+    }
+
+    // GET /api/facts
+    let list = &mut paths["/api/facts"]["get"];
+    list["description"] = json!(
+        "Pattern query over facts, filtered by subject, predicate, object and status, optionally pinned in record \
+         time (as_of / as_of_tx) and valid time (valid_at). Results are tenant-scoped and paginated: when more \
+         facts match, the `X-Next-Cursor` response header carries the cursor of the next page."
+    );
+    let ps = list["parameters"].as_array_mut().expect("listFacts has parameters");
+    for p in ps.iter_mut() {
+        if p["name"] == "status" {
+            p["description"] = json!(
+                "Status filter: a comma-separated list of active, candidate, superseded, retracted, or `all`. \
+                 Defaults to active (with valid_at: also superseded facts for the instants they still cover)."
+            );
+            // Exactly what the server accepts: `all`/`any`, or a comma-separated list of statuses
+            // (empty items are ignored), surrounded by spaces.
+            p["schema"]["pattern"] = json!(
+                "^ *(all|any|[ ,]*((active|candidate|superseded|retracted)( *,[ ,]*(active|candidate|superseded|retracted))*)?[ ,]*) *$"
+            );
+        }
+    }
+    ps.extend([
+        json!({
+            "name": "object", "in": "query", "required": false,
+            "description": "Exact object to match: parsed as JSON when it is JSON (`42`, `true`, `\"a b\"`, `{\"a\":1}`), otherwise taken as a string (`Org:acme`).",
+            "schema": {"type": "string"},
+        }),
+        json!({
+            "name": "valid_at", "in": "query", "required": false,
+            "description": "Valid-time instant (unix milliseconds): only facts whose [valid_from, valid_until) covers it.",
+            "schema": {"type": "integer", "format": "int64"},
+        }),
+        param("AsOfTx"),
+        json!({
+            "name": "include_retracted", "in": "query", "required": false,
+            "description": "Also list retracted facts.",
+            "schema": {"type": "boolean", "default": false},
+        }),
+        json!({
+            "name": "limit", "in": "query", "required": false,
+            "description": format!("Page size; values are clamped to 1..{MAX_PAGE}. Default {DEFAULT_PAGE}."),
+            "schema": {"type": "integer", "format": "int64"},
+        }),
+        json!({
+            "name": "cursor", "in": "query", "required": false,
+            "description": "The `X-Next-Cursor` of the previous page (with the same filters). A cursor that does not belong to the query answers 400.",
+            "schema": {"type": "string"},
+        }),
+        param("Tenant"),
+        param("TenantHeader"),
+    ]);
+    list["responses"]["200"]["headers"] = json!({
+        "X-Next-Cursor": {
+            "description": "Present when more facts match: pass it as `cursor` to read the next page.",
+            "schema": {"type": "string"},
+        },
+    });
+    list["responses"]["400"] = resp("BadRequest");
+    with_common_errors(&mut list["responses"], true);
+
+    // POST /api/facts
+    let assert = &mut paths["/api/facts"]["post"];
+    assert["description"] = json!(format!(
+        "{} With cardinality `one` (the default) a new assertion takes over exactly its valid interval; the \
+         answer lists the facts it closed (`superseded`) and the tails it left (`continued`). A `strict` \
+         predicate rejects a conflicting value with 400 Conflict. One request is one transaction.",
+        assert["description"].as_str().unwrap_or_default()
+    ));
+    if let Some(ps) = assert["parameters"].as_array_mut() {
+        ps.extend([param("Tenant"), param("TenantHeader")]);
+    }
+    assert["responses"]["201"]["content"] = json_content(schema("AssertedFact"));
+    assert["responses"]["201"]["headers"] = replayed_header();
+    assert["responses"]["201"]["links"] = fact_links("$response.body#/id");
+    assert["responses"]["413"] = resp("PayloadTooLarge");
+    with_common_errors(&mut assert["responses"], true);
+
+    // GET /api/health, GET /api/stats
+    with_common_errors(&mut paths["/api/health"]["get"]["responses"], false);
+    let stats = &mut paths["/api/stats"]["get"];
+    stats["parameters"] = json!([param("Tenant"), param("TenantHeader")]);
+    with_common_errors(&mut stats["responses"], true);
+
+    // GET /api/stream
+    let stream = &mut paths["/api/stream"]["get"];
+    stream["description"] = json!(format!(
+        "{} Besides assert and retract, `op` may be `predicate` (a cardinality change) or `threshold`. An \
+         assert that closed facts adds `superseded` (their ids), one that left tails adds `continued`. The SSE \
+         `id:` (the tx) is set on the last frame of each transaction; reconnect with `Last-Event-ID` (or \
+         `after_tx`) to resume right after it without gaps. Without either the stream starts at the current \
+         transaction.",
+        stream["description"].as_str().unwrap_or_default()
+    ));
+    stream["parameters"] = json!([
+        {
+            "name": "Last-Event-ID", "in": "header", "required": false,
+            "description": "Resume after this transaction (the last SSE id the client saw): its digits, or empty for none. Takes precedence over after_tx.",
+            "schema": {"type": "string", "pattern": "^[ \\t]*[0-9]{0,18}[ \\t]*$"},
+        },
+        {
+            "name": "after_tx", "in": "query", "required": false,
+            "description": "Resume after this transaction (for clients that cannot set Last-Event-ID); values below 0 count as 0, i.e. from the beginning.",
+            "schema": {"type": "integer", "format": "int64"},
+        },
+        param("Tenant"),
+        param("TenantHeader"),
+    ]);
+    // Each event, as OpenAPI 3.2 spells it (`itemSchema`); the reference's
+    // `schema` (the whole byte stream as a string) stays.
+    stream["responses"]["200"]["content"]["text/event-stream"]["itemSchema"] = json!({
+        "type": "object",
+        "description": "One Server-Sent Event: `data` is a StreamEvent as JSON; `id` (the tx) is on the last event of each transaction.",
+        "required": ["data"],
+        "properties": {
+            "event": {"type": "string", "enum": ["message"]},
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": schema("StreamEvent")},
+            "retry": {"type": "integer"},
+        },
+    });
+    stream["responses"]["400"] = resp("BadRequest");
+    stream["responses"]["429"] = resp("RateLimited");
+    with_common_errors(&mut stream["responses"], true);
+
+    // /api/session: the cookie of this server is `tempora_session`.
+    let login = &mut paths["/api/session"]["post"];
+    login["description"] = json!(
+        "Validate a tenant or admin key and set an HttpOnly `tempora_session` cookie carrying it (`Secure` when \
+         the request came over HTTPS, per `X-Forwarded-Proto`). This is the login door used by browser clients, \
+         so it is the one endpoint that does not itself require a bearer token, and the one that answers 401 \
+         for a bad key. The key is re-validated on every subsequent request, like a bearer token. In open mode \
+         any key answers scope `open` and no cookie is set."
+    );
+    login["responses"]["200"]["description"] =
+        json!("Logged in. Sets an HttpOnly tempora_session cookie (not in open mode).");
+    login["responses"]["200"]["headers"]["Set-Cookie"]["description"] =
+        json!("`tempora_session=<key>; HttpOnly; SameSite=Lax; Path=/` (plus `Secure` over HTTPS).");
+    login["responses"]["413"] = resp("PayloadTooLarge");
+    with_common_errors(&mut login["responses"], false);
+    let logout = &mut paths["/api/session"]["delete"];
+    logout["description"] = json!("Log out by clearing the tempora_session cookie.");
+    logout["responses"]["200"]["description"] = json!("Logged out. Expires the tempora_session cookie.");
+    logout["responses"]["200"]["headers"]["Set-Cookie"]["description"] =
+        json!("Expired (Max-Age=0) tempora_session cookie.");
+    with_common_errors(&mut logout["responses"], false);
+}
+
+fn replayed_header() -> Value {
+    json!({
+        "Idempotency-Replayed": {
+            "description": "`true` when this is the stored answer to an earlier request with the same Idempotency-Key.",
+            "schema": {"type": "string", "enum": ["true"]},
+        },
+    })
+}
+
+/// OpenAPI links from a response carrying a fact id to the operations on it.
+fn fact_links(id: &str) -> Value {
+    json!({
+        "GetFact": {"operationId": "getFact", "parameters": {"id": id}},
+        "GetFactHistory": {"operationId": "getFactHistory", "parameters": {"id": id}},
+        "RetractFact": {"operationId": "retractFact", "parameters": {"id": id}},
+    })
+}
+
+fn extension_paths(doc: &mut Value) {
+    let paths = obj(&mut doc["paths"]);
+    let gated = |mut op: Value| {
+        op["x-tempora-extension"] = json!(true);
+        let params = obj(&mut op).entry("parameters").or_insert_with(|| json!([]));
+        if let Some(ps) = params.as_array_mut() {
+            ps.extend([param("Tenant"), param("TenantHeader")]);
+        }
+        with_common_errors(&mut op["responses"], true);
+        op
+    };
+    let public = |mut op: Value| {
+        op["x-tempora-extension"] = json!(true);
+        op["security"] = json!([]);
+        with_common_errors(&mut op["responses"], false);
+        op
+    };
+
+    paths.insert(
+        "/api/facts/batch".into(),
+        json!({"post": gated(json!({
+            "operationId": "assertFactBatch",
+            "tags": ["Facts"],
+            "summary": "Assert several facts in one transaction",
+            "description": format!(
+                "Assert up to {} facts in one transaction: either all land or none does (any invalid fact, or a \
+                 strict-predicate conflict, rejects the whole batch with 400). The facts apply in order, so a later \
+                 fact may supersede an earlier one of the same batch.",
+                crate::http::facts::MAX_BATCH
+            ),
+            "parameters": [param("IdempotencyKey")],
+            "requestBody": {
+                "required": true,
+                "content": {"application/json": {
+                    "schema": schema("BatchInput"),
+                    "example": {"facts": [
+                        {"subject": "Person:sarah", "predicate": "knows", "object": "Person:tom"},
+                        {"subject": "Person:tom", "predicate": "age", "object": 41},
+                    ]},
+                }},
+            },
+            "responses": {
+                "201": {
+                    "description": "The transaction and the asserted facts, in request order.",
+                    "headers": replayed_header(),
+                    "content": json_content(schema("BatchReceipt")),
+                    "links": fact_links("$response.body#/facts/0/id"),
+                },
+                "400": resp("BadRequest"),
+                "413": resp("PayloadTooLarge"),
+            },
+        }))}),
+    );
+
+    let id_ops = json!({
+        "get": gated(json!({
+            "operationId": "getFact",
+            "tags": ["Facts"],
+            "summary": "Read one fact",
+            "description": "The current version of one fact (whatever its status), or the version as it stood at a record time (as_of / as_of_tx); 404 when it did not exist yet.",
+            "parameters": [param("FactId"), param("AsOf"), param("AsOfTx")],
+            "responses": {
+                "200": {"description": "The fact.", "content": json_content(schema("Fact"))},
+                "400": resp("BadRequest"),
+            },
+        })),
+        "delete": gated(json!({
+            "operationId": "retractFact",
+            "tags": ["Facts"],
+            "summary": "Retract a fact",
+            "description": "Sets the fact's status to `retracted` from this transaction on. It stays readable (here, in its history, and with as_of) but is hidden from queries unless include_retracted=true; it revives nothing it had superseded.",
+            "parameters": [param("FactId")],
+            "responses": {
+                "200": {"description": "The retracted version of the fact.", "content": json_content(schema("Fact"))},
+                "400": resp("BadRequest"),
+            },
+        })),
+    });
+    paths.insert("/api/facts/{id}".into(), id_ops);
+
+    paths.insert(
+        "/api/facts/{id}/history".into(),
+        json!({"get": gated(json!({
+            "operationId": "getFactHistory",
+            "tags": ["Facts"],
+            "summary": "Every version of a fact",
+            "description": "Every stored version of one fact, oldest first, with the supersession chain both ways: predecessors (facts it closed, the fact it continues) and successors (the fact that closed it, the tails that continue it).",
+            "parameters": [param("FactId")],
+            "responses": {
+                "200": {"description": "The history.", "content": json_content(schema("FactHistory"))},
+                "400": resp("BadRequest"),
+            },
+        }))}),
+    );
+
+    let name = json!({
+        "name": "name", "in": "path", "required": true,
+        "description": "The predicate.",
+        "schema": {"type": "string"},
+    });
+    paths.insert(
+        "/api/predicates/{name}".into(),
+        json!({
+            "get": gated(json!({
+                "operationId": "getPredicate",
+                "tags": ["Facts"],
+                "summary": "A predicate's cardinality",
+                "description": "The cardinality of a predicate in the caller's tenant (`one` unless set).",
+                "parameters": [name.clone()],
+                "responses": {
+                    "200": {"description": "The predicate.", "content": json_content(schema("Predicate"))},
+                    "400": resp("BadRequest"),
+                },
+            })),
+            "put": gated(json!({
+                "operationId": "setPredicate",
+                "tags": ["Facts"],
+                "summary": "Set a predicate's cardinality",
+                "description": "Sets the cardinality of a predicate for the caller's tenant, from this transaction on. Facts already stored are not rewritten.",
+                "parameters": [name],
+                "requestBody": {
+                    "required": true,
+                    "content": {"application/json": {
+                        "schema": schema("PredicateInput"),
+                        "example": {"cardinality": "many"},
+                    }},
+                },
+                "responses": {
+                    "200": {
+                        "description": "The predicate as now set.",
+                        "content": json_content(schema("Predicate")),
+                        "links": {
+                            "GetPredicate": {"operationId": "getPredicate", "parameters": {"name": "$request.path.name"}},
+                        },
+                    },
+                    "400": resp("BadRequest"),
+                    "413": resp("PayloadTooLarge"),
+                },
+            })),
+        }),
+    );
+
+    let health = |id: &str, summary: &str, description: &str| {
+        public(json!({
+            "operationId": id,
+            "tags": ["Health"],
+            "summary": summary,
+            "description": description,
+            "responses": {"200": {
+                "description": "Live.",
+                "content": {"application/json": {"schema": schema("Health"), "example": {"ok": true}}},
+            }},
+        }))
+    };
+    paths.insert(
+        "/healthz".into(),
+        json!({"get": health("getHealthz", "Liveness probe", "Public liveness probe (same as /api/health).")}),
+    );
+    paths.insert(
+        "/livez".into(),
+        json!({"get": health("getLivez", "Liveness probe", "Public liveness probe (same as /api/health).")}),
+    );
+    paths.insert(
+        "/readyz".into(),
+        json!({"get": public(json!({
+            "operationId": "getReadyz",
+            "tags": ["Health"],
+            "summary": "Readiness probe",
+            "description": "Public readiness probe: ready when the storage engine answers a read.",
+            "responses": {"200": {
+                "description": "Ready.",
+                "content": {"application/json": {"schema": schema("Ready"), "example": {"ready": true, "last_tx": 42}}},
+            }},
+        }))}),
+    );
+    let mut metrics = json!({
+        "operationId": "getMetrics",
+        "tags": ["Health"],
+        "summary": "Prometheus metrics",
+        "description": "Prometheus text exposition: requests by route template, method and status, latencies, engine and storage counters. Public in open mode; in keyed mode only for admin tokens (anyone else gets the 404 non-disclosure answer).",
+        "x-tempora-extension": true,
+        "responses": {
+            "200": {
+                "description": "Metrics in the Prometheus text format 0.0.4.",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            },
+        },
+    });
+    with_common_errors(&mut metrics["responses"], true);
+    paths.insert("/metrics".into(), json!({"get": metrics}));
+    paths.insert(
+        "/openapi.json".into(),
+        json!({"get": public(json!({
+            "operationId": "getOpenApi",
+            "tags": ["Health"],
+            "summary": "This document",
+            "description": "The OpenAPI document of this server: the reference memory API plus tempora's extensions.",
+            "responses": {"200": {
+                "description": "The OpenAPI 3.1 document.",
+                "content": json_content(json!({"type": "object"})),
+            }},
+        }))}),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "options", "head", "trace"];
+
+    fn operations(doc: &Value) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for m in METHODS {
+                if item.get(*m).is_some() {
+                    out.push((path.clone(), m.to_string()));
+                }
+            }
+        }
+        out
+    }
+
+    /// The `(path, method)` pairs of the router, read from its source: every
+    /// `.route("PATH", get(..).post(..))` of `src/http/mod.rs`.
+    fn router_routes() -> Vec<(String, String)> {
+        let src = include_str!("mod.rs");
+        let mut out = Vec::new();
+        for chunk in src.split(".route(\"").skip(1) {
+            let (path, rest) = chunk.split_once('"').expect("a route path literal");
+            // The handler expression runs to the parenthesis closing `.route(`.
+            let mut depth = 1;
+            let end = rest
+                .char_indices()
+                .find(|&(_, c)| {
+                    match c {
+                        '(' => depth += 1,
+                        ')' => depth -= 1,
+                        _ => {}
+                    }
+                    depth == 0
+                })
+                .map(|(i, _)| i)
+                .expect("a closed .route(");
+            let expr = &rest[..end];
+            for m in ["get", "post", "put", "delete", "patch"] {
+                let needle = format!("{m}(");
+                let found = expr.match_indices(&needle).any(|(i, _)| {
+                    i == 0 || !expr[..i].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_')
+                });
+                if found {
+                    out.push((path.to_string(), m.to_string()));
+                }
+            }
+        }
+        assert!(out.len() >= 10, "the router source did not parse: {out:?}");
+        out
+    }
+
+    #[test]
+    fn the_document_holds_every_operation_of_the_reference() {
+        let doc = document();
+        let served = operations(doc);
+        let reference = reference();
+        for op in operations(&reference) {
+            assert!(served.contains(&op), "/openapi.json lacks the reference operation {} {}", op.1, op.0);
+        }
+        // Nothing of the reference's components went missing either.
+        for (kind, items) in reference["components"].as_object().unwrap() {
+            for name in items.as_object().unwrap().keys() {
+                assert!(doc["components"][kind].get(name).is_some(), "components.{kind}.{name} is missing");
+            }
+        }
+        assert_eq!(doc["openapi"], reference["openapi"]);
+    }
+
+    #[test]
+    fn every_api_route_of_the_router_is_documented() {
+        let doc = document();
+        let served = operations(doc);
+        let routes = router_routes();
+        for (path, method) in &routes {
+            if path.starts_with("/api")
+                || ["/healthz", "/readyz", "/livez", "/metrics", "/openapi.json"].contains(&path.as_str())
+            {
+                assert!(
+                    served.contains(&(path.clone(), method.clone())),
+                    "the router serves {} {path}, but /openapi.json does not document it",
+                    method.to_uppercase()
+                );
+            }
+        }
+        // And nothing documented as implemented is missing from the router.
+        for (path, method) in &served {
+            let planned = doc["paths"][path][method]["x-tempora-planned"] == json!(true);
+            if !planned {
+                assert!(
+                    routes.contains(&(path.clone(), method.clone())),
+                    "{method} {path} is documented but not routed"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_reference_to_a_component_resolves() {
+        fn walk(v: &Value, doc: &Value) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(Value::String(r)) = m.get("$ref") {
+                        let pointer = r.strip_prefix('#').expect("local refs only");
+                        assert!(doc.pointer(pointer).is_some(), "dangling $ref {r}");
+                    }
+                    m.values().for_each(|x| walk(x, doc));
+                }
+                Value::Array(a) => a.iter().for_each(|x| walk(x, doc)),
+                _ => {}
+            }
+        }
+        let doc = document();
+        walk(doc, doc);
+        // Links name operations that exist.
+        let ids: Vec<&str> =
+            operations(doc).iter().filter_map(|(p, m)| doc["paths"][p][m]["operationId"].as_str()).collect();
+        let text = doc.to_string();
+        for id in ["getFact", "getFactHistory", "retractFact", "getPredicate"] {
+            assert!(ids.contains(&id), "{id}");
+        }
+        assert!(!text.contains("abagraph_session"), "the session cookie of this server is tempora_session");
+    }
+
+    #[test]
+    fn the_extensions_are_documented() {
+        let doc = document();
+        let list = &doc["paths"]["/api/facts"]["get"];
+        let names: Vec<&str> = list["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| match p.get("$ref").and_then(Value::as_str) {
+                Some(r) => doc.pointer(r.strip_prefix('#').unwrap()).unwrap()["name"].as_str().unwrap(),
+                None => p["name"].as_str().unwrap(),
+            })
+            .collect();
+        for p in [
+            "subject",
+            "predicate",
+            "object",
+            "status",
+            "as_of",
+            "valid_at",
+            "as_of_tx",
+            "include_retracted",
+            "limit",
+            "cursor",
+            "tenant",
+        ] {
+            assert!(names.contains(&p), "GET /api/facts lacks parameter {p}");
+        }
+        assert!(list["responses"]["200"]["headers"].get("X-Next-Cursor").is_some());
+        let fact = &doc["components"]["schemas"]["Fact"]["properties"];
+        for f in ["tx", "created_tx", "created_at", "supersedes", "superseded_by", "continues", "continued_by"] {
+            assert!(fact.get(f).is_some(), "Fact lacks {f}");
+        }
+        for s in ["BatchInput", "BatchReceipt", "FactHistory", "PredicateInput", "Predicate", "AssertedFact"] {
+            assert!(doc["components"]["schemas"].get(s).is_some(), "schema {s}");
+        }
+        for p in PLANNED {
+            assert_eq!(doc["paths"][p.0][p.1]["x-tempora-planned"], json!(true), "{p:?}");
+        }
+    }
 }

@@ -55,7 +55,8 @@ impl QueryPairs {
     pub fn bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
         match self.string(name)?.as_deref() {
             None => Ok(None),
-            Some("true" | "1" | "") => Ok(Some(true)),
+            // Not the bare `?flag` (an empty value): the documented type is boolean.
+            Some("true" | "1") => Ok(Some(true)),
             Some("false" | "0") => Ok(Some(false)),
             Some(v) => Err(ApiError::schema(format!("query parameter {name} must be true or false, got {v:?}"))),
         }

@@ -52,12 +52,14 @@ pub async fn stream(
     q: super::query::QueryPairs,
 ) -> Result<Response, ApiError> {
     let tenant = caller.tenant()?.to_string();
-    let resume: Option<Tx> = match headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
-        Some(v) if !v.trim().is_empty() => {
-            Some(v.trim().parse().map_err(|_| ApiError::schema("Last-Event-ID must be a transaction number"))?)
-        }
-        _ => q.int("after_tx")?.map(|t| t.max(0) as Tx),
+    // Both are checked, though Last-Event-ID wins: a malformed parameter is
+    // an error even when it is not the one used.
+    let after_tx = q.int("after_tx")?.map(|t| t.max(0) as Tx);
+    let last_event = match headers.get("last-event-id") {
+        Some(v) => last_event_id(v.as_bytes())?,
+        None => None,
     };
+    let resume: Option<Tx> = last_event.or(after_tx);
     let count = Arc::clone(&st.sse_subscribers);
     if count.fetch_add(1, Ordering::SeqCst) >= st.limits.max_sse_subscribers {
         count.fetch_sub(1, Ordering::SeqCst);
@@ -72,6 +74,24 @@ pub async fn stream(
     resp.headers_mut().insert("cache-control", axum::http::HeaderValue::from_static("no-cache"));
     resp.headers_mut().insert("x-accel-buffering", axum::http::HeaderValue::from_static("no"));
     Ok(resp)
+}
+
+/// `Last-Event-ID`: a transaction number (up to 18 digits, what this
+/// server sends as SSE ids), or empty for none (as in the SSE spec).
+fn last_event_id(v: &[u8]) -> Result<Option<Tx>, ApiError> {
+    let v: &[u8] = {
+        let start = v.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(v.len());
+        let end = v.iter().rposition(|b| !matches!(b, b' ' | b'\t')).map_or(start, |i| i + 1);
+        &v[start..end]
+    };
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let bad = || ApiError::schema("Last-Event-ID must be a transaction number");
+    if v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
+        return Err(bad());
+    }
+    std::str::from_utf8(v).ok().and_then(|d| d.parse().ok()).map(Some).ok_or_else(bad)
 }
 
 struct Sub {
