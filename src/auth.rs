@@ -70,6 +70,16 @@ impl Auth {
         self.open
     }
 
+    /// Whether `tenant` is one an admin may name: a configured tenant (in
+    /// open mode, the default tenant). Naming anything else would create a
+    /// tenant by typo.
+    pub fn knows_tenant(&self, tenant: &str) -> bool {
+        if self.open {
+            return tenant == DEFAULT_TENANT;
+        }
+        self.keys.iter().any(|k| matches!(&k.principal, Principal::Tenant(t) if t == tenant))
+    }
+
     /// The principal a key stands for, on the given `Host` (port ignored).
     /// `None` when the key is unknown, or is a tenant key presented on
     /// another tenant's host.

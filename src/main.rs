@@ -98,7 +98,10 @@ fn serve(args: ServeArgs) -> Result<()> {
     let cfg = Config::load(file.as_deref(), &env, flags)?;
     init_logging(cfg.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(tempora::server::run(cfg, tempora::server::shutdown_signal()))
+    runtime.block_on(async {
+        let shutdown = tempora::server::shutdown_signal();
+        tempora::server::run(cfg, shutdown).await
+    })
 }
 
 fn healthcheck(addr: Option<String>) -> Result<()> {

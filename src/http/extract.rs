@@ -105,7 +105,13 @@ impl FromRequestParts<AppState> for Caller {
             .ok_or_else(ApiError::not_found)?;
         let tenant = match &principal {
             Principal::Tenant(t) => Some(t.clone()),
-            Principal::Admin => admin_tenant(parts),
+            // An admin may name configured tenants only: a typo must not
+            // create a tenant. Naming another is not found, like any
+            // unknown thing.
+            Principal::Admin => match admin_tenant(parts) {
+                Some(t) if !state.auth.knows_tenant(&t) => return Err(ApiError::not_found()),
+                other => other,
+            },
         };
         Ok(Caller { principal, tenant })
     }

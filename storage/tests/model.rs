@@ -201,7 +201,7 @@ fn read_spec() -> impl Strategy<Value = ReadSpec> {
         0..SUBJECTS.len(),
         0..PREDICATES.len(),
         0..N_OBJECTS,
-        0u8..6,
+        0u8..8,
         any::<bool>(),
         valid_at,
         prop_oneof![2 => Just(0usize), 1 => 1usize..4],
@@ -225,7 +225,9 @@ impl ReadSpec {
         match self.status {
             0 => StatusFilter::Current,
             n @ 1..=4 => StatusFilter::Only(STATUSES[n as usize - 1]),
-            _ => StatusFilter::Any,
+            5 => StatusFilter::Any,
+            6 => StatusFilter::Among([Status::Active, Status::Candidate].into_iter().collect()),
+            _ => StatusFilter::Among([Status::Superseded, Status::Retracted].into_iter().collect()),
         }
     }
     fn subject(&self) -> Option<usize> {
@@ -589,12 +591,17 @@ impl Model {
             .filter(|v| spec.object().map_or(true, |o| v.o == o))
             .filter(|v| spec.valid_at.map_or(true, |t| v.covers(t)))
             .filter(|v| match (v.status, filter) {
-                (Status::Retracted, f) => spec.include_retracted || f == StatusFilter::Only(Status::Retracted),
+                (Status::Retracted, f) => {
+                    spec.include_retracted
+                        || f == StatusFilter::Only(Status::Retracted)
+                        || matches!(f, StatusFilter::Among(set) if set.contains(Status::Retracted))
+                }
                 (s, StatusFilter::Current) => {
                     s == Status::Active || (s == Status::Superseded && spec.valid_at.is_some())
                 }
                 (s, StatusFilter::Only(want)) => s == want,
                 (_, StatusFilter::Any) => true,
+                (s, StatusFilter::Among(set)) => set.contains(s),
             })
             .cloned()
             .collect()

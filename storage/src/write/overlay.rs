@@ -83,14 +83,15 @@ impl<'a> Overlay<'a> {
 
     /// Whether any key starts with `prefix`.
     pub fn has_prefix(&self, ks: Keyspace, prefix: &[u8]) -> Result<bool, StorageError> {
-        let pending: Vec<_> = self.pending_range(ks, prefix).collect();
-        if pending.iter().any(|(_, v)| v.is_some()) {
+        // Stops at the first pending put: a big group writing many keys under
+        // one prefix must not make each check walk all of them.
+        if self.pending_range(ks, prefix).any(|(_, v)| v.is_some()) {
             return Ok(true);
         }
         // A stored key counts unless the group deleted it.
         for item in scan_prefix(self.kv, ks, prefix, false) {
             let (k, _) = item?;
-            if !pending.iter().any(|((_, pk), v)| pk == &k && v.is_none()) {
+            if !matches!(self.pending.get(&(ks, k)), Some(None)) {
                 return Ok(true);
             }
         }
