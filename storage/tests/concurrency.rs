@@ -31,23 +31,8 @@ const WRITERS: usize = 16;
 const OPS_PER_WRITER: usize = 150;
 const READERS: usize = 3;
 
-/// splitmix64: small, deterministic, good enough to pick operations.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len() as u64) as usize]
-    }
-}
+mod common;
+use common::Rng;
 
 /// A random valid interval: from in [0, 1000), open-ended half the time.
 fn interval(rng: &mut Rng) -> (Millis, Option<Millis>) {
