@@ -6,6 +6,12 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use tempora::config::{Config, DurabilitySetting, LogFormat, Overrides};
 
+/// jemalloc instead of the system allocator: with glibc malloc the storage
+/// engine slows down as the heap fragments (docs/performance.md, problem 2).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(name = "tempora", version, about = "A persistent, bitemporal memory database for AI agents")]
 struct Cli {

@@ -48,6 +48,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
+/// The allocator the `tempora` binary ships with, so the figures are the
+/// service's (glibc malloc was up to 3x slower; docs/performance.md).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use tempora_storage::{AsOf, Durability, Engine, EngineConfig, FactId, FactInput, FactQuery, Tx};
 
 const TENANT: &str = "bench";
