@@ -73,6 +73,11 @@ pub fn idempotency(tenant: &str, key: &[u8]) -> Vec<u8> {
 pub fn version(id: FactId, tx: Tx) -> Vec<u8> {
     KeyBuf::new().raw(id.as_bytes()).u64(tx).finish()
 }
+/// The tx of a `versions` key.
+pub fn decode_version_tx(key: &[u8]) -> Result<Tx, StorageError> {
+    let mut r = KeyReader::new(key.get(16..).ok_or_else(|| StorageError::Corrupt("short versions key".into()))?);
+    r.u64().map_err(corrupt)
+}
 pub fn version_prefix(id: FactId) -> Vec<u8> {
     id.as_bytes().to_vec()
 }

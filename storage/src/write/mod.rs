@@ -126,14 +126,25 @@ pub fn wall_clock() -> Millis {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as Millis).unwrap_or(0)
 }
 
+/// Operations after which a commit group takes no more requests (see
+/// `Writer::run`); about 100 ms of apply on the reference machine.
+const MAX_GROUP_OPS: usize = 2048;
+
 impl Writer {
     pub fn run(mut self, rx: Receiver<Job>) {
         while let Ok(first) = rx.recv() {
+            // A group is bounded by requests and by operations: reads wait
+            // for a group's apply, so many queued big batches must not merge
+            // into one huge transaction. A single request is never split.
+            let mut ops = first.ops.len();
             let mut jobs = Vec::with_capacity(self.max_group);
             jobs.push(first);
-            while jobs.len() < self.max_group {
+            while jobs.len() < self.max_group && ops < MAX_GROUP_OPS {
                 match rx.try_recv() {
-                    Ok(j) => jobs.push(j),
+                    Ok(j) => {
+                        ops += j.ops.len();
+                        jobs.push(j)
+                    }
                     Err(_) => break,
                 }
             }
