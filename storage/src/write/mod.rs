@@ -130,24 +130,30 @@ pub fn wall_clock() -> Millis {
 /// `Writer::run`); about 100 ms of apply on the reference machine.
 const MAX_GROUP_OPS: usize = 2048;
 
+/// The next commit group: `first` and whatever else is already waiting, up
+/// to `max_jobs` requests and `max_ops` operations. Reads wait for a group's
+/// apply, so many queued big batches must not merge into one huge
+/// transaction. A single request is never split, whatever its size.
+fn take_group(rx: &Receiver<Job>, first: Job, max_jobs: usize, max_ops: usize) -> Vec<Job> {
+    let mut ops = first.ops.len();
+    let mut jobs = Vec::with_capacity(max_jobs.min(64));
+    jobs.push(first);
+    while jobs.len() < max_jobs && ops < max_ops {
+        match rx.try_recv() {
+            Ok(j) => {
+                ops += j.ops.len();
+                jobs.push(j)
+            }
+            Err(_) => break,
+        }
+    }
+    jobs
+}
+
 impl Writer {
     pub fn run(mut self, rx: Receiver<Job>) {
         while let Ok(first) = rx.recv() {
-            // A group is bounded by requests and by operations: reads wait
-            // for a group's apply, so many queued big batches must not merge
-            // into one huge transaction. A single request is never split.
-            let mut ops = first.ops.len();
-            let mut jobs = Vec::with_capacity(self.max_group);
-            jobs.push(first);
-            while jobs.len() < self.max_group && ops < MAX_GROUP_OPS {
-                match rx.try_recv() {
-                    Ok(j) => {
-                        ops += j.ops.len();
-                        jobs.push(j)
-                    }
-                    Err(_) => break,
-                }
-            }
+            let jobs = take_group(&rx, first, self.max_group, MAX_GROUP_OPS);
             self.commit_group(jobs);
         }
         // Every sender is gone: the engine is closing.
@@ -275,5 +281,55 @@ fn fail_all(jobs: Vec<Job>, msg: &str) {
     for job in jobs {
         let err = EngineError::Storage(crate::error::StorageError::Backend(msg.to_string()));
         let _ = job.reply.send(JobResult::Done(Err(err)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(ops: usize) -> (Job, Receiver<JobResult>) {
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        let op = WriteOp::SetThreshold(0.5);
+        (Job { tenant: "t".into(), ops: vec![op; ops], idempotency: None, reply }, rx)
+    }
+
+    #[test]
+    fn groups_stop_at_the_operation_bound() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut replies = Vec::new();
+        for _ in 0..8 {
+            let (j, r) = job(1500);
+            replies.push(r);
+            tx.send(j).unwrap();
+        }
+        let first = rx.recv().unwrap();
+        // 1500 + 1500 reaches the bound of 2048: the group takes two.
+        assert_eq!(take_group(&rx, first, 512, 2048).len(), 2);
+        let first = rx.recv().unwrap();
+        assert_eq!(take_group(&rx, first, 512, 2048).len(), 2);
+    }
+
+    #[test]
+    fn small_requests_group_up_to_the_request_bound() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut replies = Vec::new();
+        for _ in 0..20 {
+            let (j, r) = job(1);
+            replies.push(r);
+            tx.send(j).unwrap();
+        }
+        let first = rx.recv().unwrap();
+        assert_eq!(take_group(&rx, first, 16, 2048).len(), 16);
+        let first = rx.recv().unwrap();
+        assert_eq!(take_group(&rx, first, 16, 2048).len(), 4);
+        // One request bigger than the bound is taken whole, alone.
+        let (j, _r) = job(5000);
+        tx.send(j).unwrap();
+        let (j2, _r2) = job(1);
+        tx.send(j2).unwrap();
+        let first = rx.recv().unwrap();
+        let g = take_group(&rx, first, 16, 2048);
+        assert_eq!((g.len(), g[0].ops.len()), (1, 5000));
     }
 }
