@@ -7,6 +7,8 @@
 pub mod auth;
 pub mod config;
 pub mod http;
+pub mod llm;
 pub mod memory;
 pub mod metrics;
+pub mod recall;
 pub mod server;

@@ -9,6 +9,7 @@ pub mod idempotency;
 pub mod openapi;
 pub mod ops;
 pub mod query;
+pub mod recall;
 pub mod session;
 pub mod stream;
 
@@ -34,6 +35,8 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     pub limits: Limits,
     pub metrics: Arc<Metrics>,
+    /// Outbound calls to caller-supplied model endpoints (`/api/ask`).
+    pub llm: Arc<crate::llm::Client>,
     pub sse_subscribers: Arc<AtomicUsize>,
     /// Flips to true when the server starts shutting down; open streams end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
@@ -50,6 +53,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/facts/{id}", get(facts::get_fact).delete(facts::retract_fact))
         .route("/api/facts/{id}/history", get(facts::fact_history))
         .route("/api/predicates/{name}", get(facts::get_predicate).put(facts::put_predicate))
+        .route("/api/walk", get(recall::walk))
+        .route("/api/graph", get(recall::graph))
+        .route("/api/context", post(recall::context))
+        .route("/api/ask", post(recall::ask))
         .route("/api/session", post(session::login).delete(session::logout))
         .route("/api/stream", get(stream::stream))
         .route("/healthz", get(ops::health))

@@ -1,0 +1,189 @@
+//! Handlers of the recall routes: `/api/walk`, `/api/graph`, `/api/context`
+//! and `/api/ask`. The work is in `crate::recall`; engine reads run on the
+//! blocking pool.
+
+use super::error::ApiError;
+use super::extract::{Caller, JsonBody, Object};
+use super::query::QueryPairs;
+use super::AppState;
+use crate::llm::{LlmError, ModelConfig};
+use crate::memory::blocking;
+use crate::recall::{ask, context, graph, text, walk};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use tempora_storage::{is_entity_ref, AsOf, Fact, FactQuery};
+
+pub async fn walk(State(st): State<AppState>, caller: Caller, q: QueryPairs) -> Result<Response, ApiError> {
+    let tenant = caller.tenant()?.to_string();
+    let start = q.string("start")?.ok_or_else(|| ApiError::schema("query parameter start is required"))?;
+    let depth = match q.int("depth")? {
+        None => walk::DEFAULT_DEPTH,
+        Some(d) if (0..=walk::MAX_DEPTH as i64).contains(&d) => d as usize,
+        Some(d) => return Err(ApiError::schema(format!("depth must be within [0, {}], got {d}", walk::MAX_DEPTH))),
+    };
+    let direction = match q.string("direction")? {
+        None => walk::Direction::Out,
+        Some(d) => d.parse().map_err(ApiError::schema)?,
+    };
+    let edge_types = q
+        .string("edge_types")?
+        .map(|s| s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect())
+        .unwrap_or_default();
+    let max_nodes = match q.int("max_nodes")? {
+        None => walk::DEFAULT_MAX_NODES,
+        Some(n) if (1..=walk::MAX_NODES as i64).contains(&n) => n as usize,
+        Some(n) => return Err(ApiError::schema(format!("max_nodes must be within [1, {}], got {n}", walk::MAX_NODES))),
+    };
+    let req = walk::WalkRequest { start, depth, direction, edge_types, as_of: q.as_of()?, max_nodes };
+    let engine = st.memory.engine().clone();
+    let result = blocking(move || walk::walk(&engine, &tenant, &req)).await?;
+    Ok(Json(result).into_response())
+}
+
+pub async fn graph(State(st): State<AppState>, caller: Caller, q: QueryPairs) -> Result<Response, ApiError> {
+    let tenant = caller.tenant()?.to_string();
+    let limit = match q.int("limit")? {
+        None => 0,
+        Some(l) if l >= 0 => l as usize,
+        Some(l) => return Err(ApiError::schema(format!("limit must not be negative, got {l}"))),
+    };
+    let req = graph::GraphRequest { q: q.string("q")?, limit, as_of: q.as_of()? };
+    let engine = st.memory.engine().clone();
+    let result = blocking(move || graph::graph(&engine, &tenant, &req)).await?;
+    Ok(Json(result).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextBody {
+    #[serde(default)]
+    seeds: Vec<String>,
+    #[serde(default)]
+    goal: String,
+    #[serde(default)]
+    token_budget: Option<i64>,
+    #[serde(default)]
+    project: Option<String>,
+    #[serde(default)]
+    max_facts: Option<i64>,
+    #[serde(default)]
+    max_pages: Option<i64>,
+    #[serde(default)]
+    as_of: Option<i64>,
+}
+
+pub async fn context(
+    State(st): State<AppState>,
+    caller: Caller,
+    JsonBody(Object(body)): JsonBody<Object<ContextBody>>,
+) -> Result<Response, ApiError> {
+    let tenant = caller.tenant()?.to_string();
+    if body.seeds.is_empty() && body.project.is_none() && body.goal.trim().is_empty() {
+        return Err(ApiError::schema("give seeds, a project or a goal"));
+    }
+    let non_negative = |name: &str, v: Option<i64>| match v {
+        Some(n) if n < 0 => Err(ApiError::schema(format!("{name} must not be negative, got {n}"))),
+        other => Ok(other.map(|n| n as usize)),
+    };
+    let req = context::ContextRequest {
+        seeds: body.seeds,
+        goal: body.goal,
+        token_budget: non_negative("token_budget", body.token_budget)?,
+        project: body.project,
+        max_facts: non_negative("max_facts", body.max_facts)?.unwrap_or(context::DEFAULT_MAX_FACTS),
+        max_pages: non_negative("max_pages", body.max_pages)?.unwrap_or(context::DEFAULT_MAX_PAGES),
+        as_of: body.as_of,
+    };
+    let recalled = if req.goal.trim().is_empty() {
+        Vec::new()
+    } else {
+        evidence(&st, &tenant, &req.goal, RECALL_FOR_CONTEXT, req.as_of.map(AsOf::Time)).await?
+    };
+    let engine = st.memory.engine().clone();
+    let packet = blocking(move || context::build(&engine, &tenant, &req, recalled)).await?;
+    Ok(Json(packet).into_response())
+}
+
+/// Facts recalled for a context goal on top of the seeds' neighbourhood.
+const RECALL_FOR_CONTEXT: usize = 16;
+const DEFAULT_TOP_K: usize = 8;
+const MAX_TOP_K: usize = 100;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskBody {
+    question: String,
+    #[serde(default)]
+    top_k: Option<i64>,
+    #[serde(default)]
+    model: Option<ModelConfig>,
+    #[serde(default)]
+    as_of: Option<i64>,
+}
+
+pub async fn ask(
+    State(st): State<AppState>,
+    caller: Caller,
+    JsonBody(Object(body)): JsonBody<Object<AskBody>>,
+) -> Result<Response, ApiError> {
+    let tenant = caller.tenant()?.to_string();
+    let question = body.question.trim().to_string();
+    if question.is_empty() {
+        return Err(ApiError::schema("question must not be empty"));
+    }
+    let top_k = match body.top_k {
+        None => DEFAULT_TOP_K,
+        Some(k) if (1..=MAX_TOP_K as i64).contains(&k) => k as usize,
+        Some(k) => return Err(ApiError::schema(format!("top_k must be within [1, {MAX_TOP_K}], got {k}"))),
+    };
+    let evidence = evidence(&st, &tenant, &question, top_k, body.as_of.map(AsOf::Time)).await?;
+    let answer = ask::ask(&st.llm, &question, evidence, body.model.as_ref()).await.map_err(llm_error)?;
+    Ok(Json(answer).into_response())
+}
+
+/// Evidence for a question: the current facts of every entity the question
+/// names (`Person:sarah`), ranked by BM25 against the question.
+async fn evidence(
+    st: &AppState,
+    tenant: &str,
+    question: &str,
+    top_k: usize,
+    as_of: Option<AsOf>,
+) -> Result<Vec<Fact>, ApiError> {
+    let named: Vec<String> = question
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | '?' | '!' | ';' | '(' | ')' | '"' | '\''))
+        .map(|w| w.trim_end_matches('.'))
+        .filter(|w| is_entity_ref(w))
+        .map(String::from)
+        .collect();
+    let engine = st.memory.engine().clone();
+    let tenant = tenant.to_string();
+    let question = question.to_string();
+    let facts = blocking(move || {
+        let mut facts: Vec<Fact> = Vec::new();
+        for e in &named {
+            let q = FactQuery { subject: Some(e.clone()), as_of, ..Default::default() };
+            facts.extend(crate::recall::collect(&engine, &tenant, &q, 500)?.0);
+        }
+        Ok(facts)
+    })
+    .await?;
+    let docs: Vec<Vec<String>> = facts.iter().map(|f| text::terms(&text::fact_text(f))).collect();
+    let scores = text::bm25(&text::terms(&question), &docs);
+    let mut order: Vec<usize> = (0..facts.len()).collect();
+    order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(facts[*a].id.cmp(&facts[*b].id)));
+    let mut facts: Vec<Option<Fact>> = facts.into_iter().map(Some).collect();
+    Ok(order.into_iter().take(top_k).filter_map(|i| facts[i].take()).collect())
+}
+
+fn llm_error(e: LlmError) -> ApiError {
+    tracing::warn!(error = %e, "model call failed");
+    match e {
+        LlmError::Config(m) => ApiError::schema(m),
+        LlmError::Timeout(_) => ApiError::new(StatusCode::GATEWAY_TIMEOUT, "UpstreamTimeout", e.to_string()),
+        _ => ApiError::new(StatusCode::BAD_GATEWAY, "UpstreamError", e.to_string()),
+    }
+}

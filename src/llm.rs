@@ -1,0 +1,163 @@
+//! Calls to OpenAI-compatible model endpoints: chat completions (for
+//! `/api/ask`) and embeddings. The caller's key is sent as a bearer token on
+//! that one call and never stored, logged, or echoed in an error.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest error body quoted back from an endpoint.
+const MAX_QUOTED: usize = 300;
+
+/// Where and how to call a model.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// e.g. `https://api.openai.com/v1`; `/chat/completions` is appended.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    pub model: String,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+// The key must never reach a log line through `{:?}`.
+impl std::fmt::Debug for ModelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    #[error("the model endpoint did not answer within {0} ms")]
+    Timeout(u64),
+    #[error("the model endpoint could not be reached: {0}")]
+    Unreachable(String),
+    #[error("the model endpoint answered HTTP {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("the model endpoint's answer is not what an OpenAI-compatible endpoint returns: {0}")]
+    Malformed(String),
+    #[error("invalid model configuration: {0}")]
+    Config(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chat {
+    pub content: String,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+}
+
+pub struct Client {
+    http: reqwest::Client,
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Client::new()
+    }
+}
+
+impl Client {
+    pub fn new() -> Client {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .expect("the HTTP client builds with static settings");
+        Client { http }
+    }
+
+    /// One chat completion with a system and a user message.
+    pub async fn chat(&self, cfg: &ModelConfig, system: &str, user: &str) -> Result<Chat, LlmError> {
+        let mut body = json!({
+            "model": cfg.model,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ],
+            "temperature": cfg.temperature.unwrap_or(0.0),
+        });
+        if let Some(m) = cfg.max_tokens {
+            body["max_tokens"] = json!(m);
+        }
+        let v = self.post(cfg, "chat/completions", &body).await?;
+        let content = v
+            .pointer("/choices/0/message/content")
+            .and_then(Value::as_str)
+            .ok_or_else(|| LlmError::Malformed("no choices[0].message.content".into()))?
+            .to_string();
+        let usage = |k: &str| v.pointer(&format!("/usage/{k}")).and_then(Value::as_u64).unwrap_or(0);
+        Ok(Chat { content, tokens_in: usage("prompt_tokens"), tokens_out: usage("completion_tokens") })
+    }
+
+    /// Embeddings of `inputs`, in input order.
+    pub async fn embed(&self, cfg: &ModelConfig, inputs: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
+        let v = self.post(cfg, "embeddings", &json!({"model": cfg.model, "input": inputs})).await?;
+        let data = v.get("data").and_then(Value::as_array).ok_or_else(|| LlmError::Malformed("no data array".into()))?;
+        if data.len() != inputs.len() {
+            return Err(LlmError::Malformed(format!("{} embeddings for {} inputs", data.len(), inputs.len())));
+        }
+        let mut out = vec![Vec::new(); inputs.len()];
+        for (pos, item) in data.iter().enumerate() {
+            let index = item.get("index").and_then(Value::as_u64).map(|i| i as usize).unwrap_or(pos);
+            let vector = item
+                .get("embedding")
+                .and_then(Value::as_array)
+                .ok_or_else(|| LlmError::Malformed("an item has no embedding array".into()))?
+                .iter()
+                .map(|x| x.as_f64().map(|f| f as f32))
+                .collect::<Option<Vec<f32>>>()
+                .ok_or_else(|| LlmError::Malformed("an embedding holds a non-number".into()))?;
+            let slot = out.get_mut(index).ok_or_else(|| LlmError::Malformed(format!("index {index} out of range")))?;
+            *slot = vector;
+        }
+        if out.iter().any(Vec::is_empty) {
+            return Err(LlmError::Malformed("an input got no embedding".into()));
+        }
+        Ok(out)
+    }
+
+    async fn post(&self, cfg: &ModelConfig, path: &str, body: &Value) -> Result<Value, LlmError> {
+        let base = cfg.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(LlmError::Config(format!("base_url must start with http:// or https://, got {base:?}")));
+        }
+        let timeout_ms = cfg.timeout_ms.unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64).clamp(100, 600_000);
+        let mut req = self.http.post(format!("{base}/{path}")).timeout(Duration::from_millis(timeout_ms)).json(body);
+        if let Some(k) = &cfg.api_key {
+            req = req.bearer_auth(k);
+        }
+        let resp = req.send().await.map_err(|e| classify(e, timeout_ms))?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| classify(e, timeout_ms))?;
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&bytes);
+            let body: String = text.chars().take(MAX_QUOTED).collect();
+            return Err(LlmError::Status { status: status.as_u16(), body });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| LlmError::Malformed(format!("not JSON ({e})")))
+    }
+}
+
+fn classify(e: reqwest::Error, timeout_ms: u64) -> LlmError {
+    if e.is_timeout() {
+        LlmError::Timeout(timeout_ms)
+    } else {
+        // Without the URL: it is the caller's own, and a query string could
+        // carry a secret.
+        LlmError::Unreachable(e.without_url().to_string())
+    }
+}
