@@ -66,6 +66,16 @@ pub struct FileConfig {
     pub auth: AuthConfig,
     #[serde(default)]
     pub limits: FileLimits,
+    #[serde(default)]
+    pub outbound: FileOutbound,
+}
+
+/// `[outbound]`: requests the server makes to URLs callers choose.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileOutbound {
+    /// Allow loopback and private-network addresses (default false).
+    pub allow_private: Option<bool>,
 }
 
 /// `[auth]`: no tenants and no admin tokens means open mode.
@@ -146,6 +156,7 @@ pub struct Config {
     pub durability: DurabilitySetting,
     pub auth: AuthConfig,
     pub limits: Limits,
+    pub outbound: crate::outbound::Policy,
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./tempora-data";
@@ -224,9 +235,18 @@ impl Config {
             max_in_flight: num("TEMPORA_MAX_IN_FLIGHT", fl.max_in_flight, d.max_in_flight)?,
             sse_buffer: num("TEMPORA_SSE_BUFFER", fl.sse_buffer, d.sse_buffer)?,
         };
+        let allow_private = match env("TEMPORA_OUTBOUND_ALLOW_PRIVATE") {
+            Some(v) => match v.trim() {
+                "true" | "1" => true,
+                "false" | "0" => false,
+                other => bail!("TEMPORA_OUTBOUND_ALLOW_PRIVATE: expected true or false, got {other:?}"),
+            },
+            None => file_cfg.outbound.allow_private.unwrap_or(false),
+        };
         let cfg = Config {
             auth,
             limits,
+            outbound: crate::outbound::Policy { allow_private },
             data_dir,
             http_addr: Listen::parse("http address", &http)?,
             grpc_addr: Listen::parse("gRPC address", &grpc)?,

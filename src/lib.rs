@@ -10,5 +10,6 @@ pub mod http;
 pub mod llm;
 pub mod memory;
 pub mod metrics;
+pub mod outbound;
 pub mod recall;
 pub mod server;

@@ -4,6 +4,7 @@
 
 use serde::Deserialize;
 use serde_json::{json, Value};
+use crate::outbound::Policy;
 use std::time::Duration;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -63,21 +64,13 @@ pub struct Chat {
 
 pub struct Client {
     http: reqwest::Client,
-}
-
-impl Default for Client {
-    fn default() -> Self {
-        Client::new()
-    }
+    policy: Policy,
 }
 
 impl Client {
-    pub fn new() -> Client {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .expect("the HTTP client builds with static settings");
-        Client { http }
+    /// A client that reaches only what `policy` allows (see `crate::outbound`).
+    pub fn new(policy: Policy) -> Client {
+        Client { http: crate::outbound::client(policy), policy }
     }
 
     /// One chat completion with a system and a user message.
@@ -135,8 +128,11 @@ impl Client {
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(LlmError::Config(format!("base_url must start with http:// or https://, got {base:?}")));
         }
+        let url: reqwest::Url =
+            format!("{base}/{path}").parse().map_err(|e| LlmError::Config(format!("base_url is not a URL: {e}")))?;
+        self.policy.check_url(&url).await.map_err(LlmError::Config)?;
         let timeout_ms = cfg.timeout_ms.unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64).clamp(100, 600_000);
-        let mut req = self.http.post(format!("{base}/{path}")).timeout(Duration::from_millis(timeout_ms)).json(body);
+        let mut req = self.http.post(url).timeout(Duration::from_millis(timeout_ms)).json(body);
         if let Some(k) = &cfg.api_key {
             req = req.bearer_auth(k);
         }

@@ -39,7 +39,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         metrics: Arc::new(Metrics::new(Arc::clone(&sse_subscribers))),
         sse_subscribers,
         shutdown: stop_rx,
-        llm: Arc::new(crate::llm::Client::new()),
+        llm: Arc::new(crate::llm::Client::new(cfg.outbound)),
     };
 
     let http = match cfg.http_addr {

@@ -23,11 +23,8 @@ pub const NAME_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][
 /// Reference operations this server does not implement yet. They stay in
 /// the document (they are part of the product), marked as planned.
 pub const PLANNED: &[(&str, &str)] = &[
-    ("/api/context", "post"),
     ("/api/search", "get"),
     ("/api/search", "post"),
-    ("/api/graph", "get"),
-    ("/api/walk", "get"),
     ("/api/connectors", "get"),
     ("/api/connectors", "post"),
     ("/api/connectors/{name}/events", "post"),
@@ -35,7 +32,6 @@ pub const PLANNED: &[(&str, &str)] = &[
     ("/api/alerts", "get"),
     ("/api/reports", "get"),
     ("/api/digest", "post"),
-    ("/api/ask", "post"),
     ("/mcp", "post"),
 ];
 
@@ -374,6 +370,8 @@ fn reference_paths(doc: &mut Value) {
         }
     }
 
+    recall_paths(paths);
+
     // GET /api/facts
     let list = &mut paths["/api/facts"]["get"];
     list["description"] = json!(
@@ -519,6 +517,164 @@ fn reference_paths(doc: &mut Value) {
     logout["responses"]["200"]["headers"]["Set-Cookie"]["description"] =
         json!("Expired (Max-Age=0) tempora_session cookie.");
     with_common_errors(&mut logout["responses"], false);
+}
+
+/// What `/api/walk`, `/api/graph`, `/api/context` and `/api/ask` do beyond
+/// the reference: bounds, extra parameters and fields, error answers.
+fn recall_paths(paths: &mut Value) {
+    use crate::recall::{context, graph, walk};
+    let tenant_params = [param("Tenant"), param("TenantHeader")];
+    let as_of = json!({
+        "name": "as_of", "in": "query", "required": false,
+        "description": "Time-travel instant in unix milliseconds.",
+        "schema": {"type": "integer", "format": "int64"},
+    });
+
+    let w = &mut paths["/api/walk"]["get"];
+    w["description"] = json!(format!(
+        "Breadth-first walk from `start` over current facts whose object is an entity ref (`Type:id`), out of a \
+         node (its facts), into it (facts pointing at it) or both; optionally only along `edge_types` and as of \
+         a record time. Bounded: depth at most {}, at most `max_nodes` entities (default {}, at most {}), and \
+         {} edges read per node and direction; a walk that hits a bound says `truncated`. Never crosses tenants.",
+        walk::MAX_DEPTH, walk::DEFAULT_MAX_NODES, walk::MAX_NODES, walk::MAX_EDGES_PER_NODE
+    ));
+    let ps = w["parameters"].as_array_mut().expect("walkGraph has parameters");
+    for p in ps.iter_mut() {
+        match p["name"].as_str() {
+            Some("start") => p["schema"]["pattern"] = json!("^[A-Za-z][A-Za-z0-9_-]*:\\S+$"),
+            Some("depth") => {
+                p["schema"] = json!({"type": "integer", "minimum": 0, "maximum": walk::MAX_DEPTH, "default": walk::DEFAULT_DEPTH})
+            }
+            Some("direction") => p["schema"]["default"] = json!("out"),
+            _ => {}
+        }
+    }
+    ps.push(json!({
+        "name": "max_nodes", "in": "query", "required": false,
+        "description": "Stop after reaching this many entities (the start included).",
+        "schema": {"type": "integer", "minimum": 1, "maximum": walk::MAX_NODES, "default": walk::DEFAULT_MAX_NODES},
+    }));
+    ps.extend(tenant_params.clone());
+    w["responses"]["200"]["content"]["application/json"]["schema"] = json!({"allOf": [schema("WalkResult"), {
+        "type": "object",
+        "properties": {
+            "start": {"type": "string"},
+            "depths": {"type": "object", "additionalProperties": {"type": "integer"}, "description": "Hops from the start, by entity."},
+            "truncated": {"type": "boolean", "description": "A bound stopped the walk."},
+        },
+    }]});
+    with_common_errors(&mut w["responses"], true);
+
+    let g = &mut paths["/api/graph"]["get"];
+    g["description"] = json!(format!(
+        "The tenant's entity graph: edges are current facts whose object is an entity ref, nodes the entities \
+         at their ends with their degree. `q` keeps the entities and predicates containing it (case-insensitive) \
+         plus their one-hop neighbourhood, at most {} nodes; `limit` keeps the top-N nodes by degree (ties by id) \
+         and the edges between them. At most {} facts are read for one view (`truncated` says when there were more).",
+        graph::FOCUS_CAP, graph::MAX_SCAN
+    ));
+    let ps = g["parameters"].as_array_mut().expect("getGraph has parameters");
+    for p in ps.iter_mut() {
+        if p["name"] == "limit" {
+            p["schema"]["minimum"] = json!(0);
+        }
+    }
+    ps.push(as_of.clone());
+    ps.extend(tenant_params.clone());
+    g["responses"]["400"] = resp("BadRequest");
+    g["responses"]["200"]["content"]["application/json"]["schema"] = json!({"allOf": [schema("Graph"), {
+        "type": "object",
+        "properties": {"truncated": {"type": "boolean"}},
+    }]});
+    with_common_errors(&mut g["responses"], true);
+
+    let c = &mut paths["/api/context"]["post"];
+    c["description"] = json!(format!(
+        "{} Candidates: the seeds' active and candidate facts, facts pointing at the seeds, the current facts of \
+         entities one hop out, and facts recalled for the goal. Ranked by 0.40 relevance to the goal (BM25 over \
+         the candidates) + 0.25 closeness to the seeds + 0.20 confidence + 0.15 recency, ties by fact id, so \
+         the same memory gives the same packet. Trimmed to `max_facts` (default {}, at most {}) and to \
+         `token_budget`, where a fact costs the tokens of its rendered line (one per 4 bytes, at least one per \
+         word). Warnings: conflict, candidate, low_confidence, expired, stale, budget. Narrative pages attach \
+         once digests are stored.",
+        c["description"].as_str().unwrap_or_default(), context::DEFAULT_MAX_FACTS, context::MAX_FACTS
+    ));
+    if let Some(ps) = c.get_mut("parameters").and_then(Value::as_array_mut) {
+        ps.extend(tenant_params.clone());
+    } else {
+        c["parameters"] = json!(tenant_params.clone());
+    }
+    let props = &mut c["requestBody"]["content"]["application/json"]["schema"];
+    *props = json!({"allOf": [schema("ContextRequest"), {
+        "type": "object",
+        "properties": {
+            "seeds": {"type": "array", "maxItems": context::MAX_SEEDS},
+            "token_budget": {"type": ["integer", "null"], "minimum": 0},
+            "max_facts": {"type": "integer", "minimum": 0},
+            "max_pages": {"type": "integer", "minimum": 0},
+        },
+    }]});
+    c["responses"]["200"]["content"]["application/json"]["schema"] = json!({"allOf": [schema("ContextPacket"), {
+        "type": "object",
+        "properties": {
+            "goal": {"type": "string"},
+            "candidates": {"type": "integer", "description": "Facts considered before ranking and trimming."},
+            "ranking": {"type": "array", "description": "Why each selected fact is there, in the order of `facts`.", "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "score": {"type": "number"},
+                    "relevance": {"type": "number"},
+                    "origin": {"type": "string", "enum": ["seed", "inbound", "recall", "hop"]},
+                    "tokens": {"type": "integer"},
+                },
+            }},
+        },
+    }]});
+    with_common_errors(&mut c["responses"], true);
+
+    let a = &mut paths["/api/ask"]["post"];
+    a["description"] = json!(
+        "Answer a question from tenant-scoped evidence. With `model` (any OpenAI-compatible chat completions \
+         endpoint: `base_url`, `api_key`, `model`, optional `temperature`, `max_tokens`, `timeout_ms`) the model \
+         answers from the numbered evidence lines; the key is sent on that call only and never stored or logged. \
+         Without `model` the answer is extractive and deterministic: the best evidence facts as sentences \
+         (`mode: extractive`). `system_reliability` is the mean confidence of the evidence. A model that fails \
+         answers 502 UpstreamError, one that times out 504 UpstreamTimeout; nothing is written either way."
+    );
+    if let Some(ps) = a.get_mut("parameters").and_then(Value::as_array_mut) {
+        ps.extend(tenant_params.clone());
+    } else {
+        a["parameters"] = json!(tenant_params);
+    }
+    a["requestBody"]["content"]["application/json"]["schema"] = json!({"allOf": [schema("AskRequest"), {
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "pattern": "\\S"},
+            "top_k": {"type": "integer", "minimum": 1, "maximum": 100},
+            "as_of": {"type": "integer", "format": "int64", "description": "Gather the evidence as memory stood at this time (unix ms)."},
+            "model": {
+                "type": "object",
+                "required": ["model"],
+                "additionalProperties": false,
+                "properties": {
+                    "base_url": {"type": "string", "pattern": "^https?://"},
+                    "api_key": {"type": "string"},
+                    "model": {"type": "string"},
+                    "temperature": {"type": "number"},
+                    "max_tokens": {"type": "integer", "minimum": 0},
+                    "timeout_ms": {"type": "integer", "minimum": 0},
+                },
+            },
+        },
+    }]});
+    a["responses"]["200"]["content"]["application/json"]["schema"] = json!({"allOf": [schema("AskResponse"), {
+        "type": "object",
+        "properties": {"mode": {"type": "string", "enum": ["model", "extractive"]}},
+    }]});
+    a["responses"]["502"] = error_response("The model endpoint failed or answered something unusable.", "UpstreamError", "the model endpoint answered HTTP 500: ...");
+    a["responses"]["504"] = error_response("The model endpoint did not answer in time.", "UpstreamTimeout", "the model endpoint did not answer within 30000 ms");
+    with_common_errors(&mut a["responses"], true);
 }
 
 fn replayed_header() -> Value {
