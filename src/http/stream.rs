@@ -145,7 +145,7 @@ fn frames(
                     _ = sub.shutdown.wait_for(|stop| *stop) => return None,
                 };
                 match notice {
-                    Ok(c) if &*c.tenant == sub.tenant && c.tx > sub.last => break,
+                    Ok(c) if *c.tenant == sub.tenant && c.tx > sub.last => break,
                     Ok(_) => continue,
                     Err(RecvError::Lagged(n)) if n as usize > sub.max_lag => {
                         sub.pending.push_back(Event::default().comment(

@@ -11,6 +11,8 @@ use crate::kv::{scan_prefix, Keyspace, OrderedKv, WriteBatch};
 use std::collections::BTreeMap;
 
 type Slot = (Keyspace, Vec<u8>);
+/// Key-value pairs, ascending by key.
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
 pub struct Overlay<'a> {
     kv: &'a dyn OrderedKv,
@@ -50,7 +52,7 @@ impl<'a> Overlay<'a> {
     }
 
     /// Every key with `prefix`, ascending, as the group currently sees it.
-    pub fn scan_prefix(&self, ks: Keyspace, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+    pub fn scan_prefix(&self, ks: Keyspace, prefix: &[u8]) -> Result<Rows, StorageError> {
         self.scan_prefix_from(ks, prefix, prefix)
     }
 
@@ -61,7 +63,7 @@ impl<'a> Overlay<'a> {
         ks: Keyspace,
         prefix: &[u8],
         start: &[u8],
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+    ) -> Result<Rows, StorageError> {
         use std::ops::Bound;
         let hi = match crate::codec::prefix_successor(prefix) {
             Some(end) => Bound::Excluded(end),
