@@ -1281,7 +1281,7 @@ fn main() {
     let loadavg = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
     note(format!(
         "allocator: {}; load average at start: {}",
-        std::env::var("LD_PRELOAD").map(|p| format!("LD_PRELOAD={p}")).unwrap_or_else(|_| "system (glibc) malloc".into()),
+        "jemalloc (tikv-jemallocator, the global allocator of this bench and of the tempora binary)",
         loadavg()
     ));
     bench_writes(&mut c);
