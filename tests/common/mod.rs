@@ -1,9 +1,12 @@
 //! Shared helpers for the HTTP integration tests: the real `tempora` binary
 //! started as a child process on a free loopback port, plain reqwest calls
-//! over a real socket, and a small SSE frame reader.
+//! over a real socket, a small SSE frame reader, and a local
+//! OpenAI-compatible model endpoint (`fake_llm`).
 //!
 //! Every test binary includes this module and uses a different subset of it.
 #![allow(dead_code)]
+
+pub mod fake_llm;
 
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
