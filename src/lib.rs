@@ -12,4 +12,5 @@ pub mod memory;
 pub mod metrics;
 pub mod outbound;
 pub mod recall;
+pub mod search;
 pub mod server;

@@ -27,6 +27,12 @@ enum Command {
     /// Every setting can also come from a TOML file (--config) or a TEMPORA_*
     /// environment variable; precedence is flag > environment > file > default.
     Serve(ServeArgs),
+    /// Delete the full-text recall index of a data directory and build it
+    /// again from the change log. The server must not be running on it.
+    ///
+    /// Reads the data directory like serve does (flag > TEMPORA_DATA_DIR >
+    /// the config file > the default).
+    Reindex(ReindexArgs),
     /// Exit 0 when the server answers GET /healthz (for container health
     /// checks; needs no curl). The address defaults to TEMPORA_HTTP_ADDR, with
     /// 0.0.0.0 taken as loopback.
@@ -64,6 +70,16 @@ struct ServeArgs {
     durability: Option<DurabilityArg>,
 }
 
+#[derive(clap::Args)]
+struct ReindexArgs {
+    /// TOML configuration file [env: TEMPORA_CONFIG]
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Data directory [env: TEMPORA_DATA_DIR] [default: ./tempora-data]
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum LogFormatArg {
     Text,
@@ -80,6 +96,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Reindex(args) => reindex(args),
         Command::Healthcheck { addr } => healthcheck(addr),
     }
 }
@@ -110,6 +127,40 @@ fn serve(args: ServeArgs) -> Result<()> {
     })
 }
 
+fn reindex(args: ReindexArgs) -> Result<()> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let file = args.config.clone().or_else(|| env("TEMPORA_CONFIG").map(PathBuf::from));
+    let flags = Overrides { data_dir: args.data_dir, ..Default::default() };
+    let cfg = Config::load(file.as_deref(), &env, flags)?;
+    init_logging(cfg.log_format);
+    if !cfg.data_dir.exists() {
+        anyhow::bail!("data directory {} does not exist", cfg.data_dir.display());
+    }
+    // sled locks the directory: a running server makes this fail.
+    let engine = tempora::server::open_engine(&cfg).map_err(|e| {
+        let text = format!("{e:#}");
+        if text.contains("lock") {
+            anyhow::anyhow!(
+                "data directory {} is in use by another process (a running tempora server?); stop it before reindexing",
+                cfg.data_dir.display()
+            )
+        } else {
+            e
+        }
+    })?;
+    let started = std::time::Instant::now();
+    let done = tempora::search::rebuild(&cfg.data_dir, std::sync::Arc::clone(&engine))?;
+    engine.close();
+    println!(
+        "indexed {} facts of {} tenants up to tx {} in {:.1} s",
+        done.facts,
+        done.tenants,
+        done.watermark,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 fn healthcheck(addr: Option<String>) -> Result<()> {
     use std::io::{Read, Write};
     let addr = addr
@@ -134,6 +185,12 @@ fn healthcheck(addr: Option<String>) -> Result<()> {
 fn init_logging(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("TEMPORA_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // tantivy reports every commit and merge at info level.
+    let own_tantivy = std::env::var("TEMPORA_LOG").is_ok_and(|v| v.contains("tantivy"));
+    let filter = match "tantivy=warn".parse() {
+        Ok(d) if !own_tantivy => filter.add_directive(d),
+        _ => filter,
+    };
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(|| QuietStderr);
     match format {
         LogFormat::Text => builder.init(),

@@ -1,9 +1,9 @@
 //! Prometheus metrics: requests by route and status, latency histograms,
 //! facts by status, stream subscribers, and the engine's commit groups and
-//! sync timings.
+//! sync timings, and the recall index's lag and throughput.
 
 use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tempora_storage::Engine;
 
@@ -19,6 +19,9 @@ pub struct Metrics {
     last_tx: IntGauge,
     disk_bytes: IntGauge,
     sse_count: Arc<AtomicUsize>,
+    search_lag: IntGauge,
+    search_docs: prometheus::IntCounter,
+    search_watermark: Arc<AtomicU64>,
 }
 
 impl Metrics {
@@ -46,6 +49,16 @@ impl Metrics {
         let sync_seconds = prometheus::Gauge::new("tempora_sync_seconds_total", "Time spent in syncs").unwrap();
         let last_tx = IntGauge::new("tempora_last_tx", "Last committed transaction").unwrap();
         let disk_bytes = IntGauge::new("tempora_disk_bytes", "Bytes the store occupies on disk").unwrap();
+        let search_lag = IntGauge::new(
+            "tempora_search_index_lag_tx",
+            "Transactions committed but not yet in the recall index (last tx - index watermark)",
+        )
+        .unwrap();
+        let search_docs = prometheus::IntCounter::new(
+            "tempora_search_indexed_docs_total",
+            "Documents written to the recall index (added or replaced)",
+        )
+        .unwrap();
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(latency.clone()),
@@ -56,6 +69,8 @@ impl Metrics {
             Box::new(sync_seconds.clone()),
             Box::new(last_tx.clone()),
             Box::new(disk_bytes.clone()),
+            Box::new(search_lag.clone()),
+            Box::new(search_docs.clone()),
         ] {
             registry.register(c).expect("unique metric names");
         }
@@ -71,6 +86,17 @@ impl Metrics {
             last_tx,
             disk_bytes,
             sse_count,
+            search_lag,
+            search_docs,
+            search_watermark: Arc::default(),
+        }
+    }
+
+    /// The handles the recall indexer reports through.
+    pub fn indexer(&self) -> crate::search::IndexerMetrics {
+        crate::search::IndexerMetrics {
+            docs: self.search_docs.clone(),
+            watermark: Arc::clone(&self.search_watermark),
         }
     }
 
@@ -92,7 +118,9 @@ impl Metrics {
         self.groups.set(io.groups as i64);
         self.syncs.set(io.syncs as i64);
         self.sync_seconds.set(io.sync_micros as f64 / 1e6);
-        self.last_tx.set(engine.last_tx().0 as i64);
+        let last_tx = engine.last_tx().0;
+        self.last_tx.set(last_tx as i64);
+        self.search_lag.set(last_tx.saturating_sub(self.search_watermark.load(Ordering::Relaxed)) as i64);
         self.disk_bytes.set(engine.size_on_disk().unwrap_or(0) as i64);
         let mut buf = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding");

@@ -32,11 +32,15 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     let memory = Memory::new(Arc::clone(&engine));
     let sse_subscribers = Arc::new(AtomicUsize::new(0));
     let (stop_tx, stop_rx) = watch::channel(false);
+    let metrics = Arc::new(Metrics::new(Arc::clone(&sse_subscribers)));
+    let (search, indexer) = crate::search::Search::start(&cfg.data_dir, &memory, Some(metrics.indexer()))
+        .context("cannot open the search index")?;
     let state = AppState {
         memory,
         auth: Arc::new(Auth::new(&cfg.auth)),
         limits: cfg.limits.clone(),
-        metrics: Arc::new(Metrics::new(Arc::clone(&sse_subscribers))),
+        metrics,
+        search,
         sse_subscribers,
         shutdown: stop_rx,
         llm: Arc::new(crate::llm::Client::new(cfg.outbound)),
@@ -91,6 +95,8 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         }
     }
     drop(state);
+    tracing::info!("finishing the search index");
+    indexer.stop().await;
     tracing::info!("finishing queued writes");
     let closing = Arc::clone(&engine);
     tokio::task::spawn_blocking(move || closing.close()).await?;

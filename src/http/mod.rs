@@ -10,6 +10,7 @@ pub mod openapi;
 pub mod ops;
 pub mod query;
 pub mod recall;
+pub mod search;
 pub mod session;
 pub mod stream;
 
@@ -37,6 +38,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Outbound calls to caller-supplied model endpoints (`/api/ask`).
     pub llm: Arc<crate::llm::Client>,
+    /// The full-text recall index (`/api/search`).
+    pub search: crate::search::Search,
     pub sse_subscribers: Arc<AtomicUsize>,
     /// Flips to true when the server starts shutting down; open streams end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
@@ -57,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/graph", get(recall::graph))
         .route("/api/context", post(recall::context))
         .route("/api/ask", post(recall::ask))
+        .route("/api/search", get(search::search_get).post(search::search_post))
         .route("/api/session", post(session::login).delete(session::logout))
         .route("/api/stream", get(stream::stream))
         .route("/healthz", get(ops::health))

@@ -23,8 +23,6 @@ pub const NAME_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][
 /// Reference operations this server does not implement yet. They stay in
 /// the document (they are part of the product), marked as planned.
 pub const PLANNED: &[(&str, &str)] = &[
-    ("/api/search", "get"),
-    ("/api/search", "post"),
     ("/api/connectors", "get"),
     ("/api/connectors", "post"),
     ("/api/connectors/{name}/events", "post"),
@@ -371,6 +369,7 @@ fn reference_paths(doc: &mut Value) {
     }
 
     recall_paths(paths);
+    search_paths(paths);
 
     // GET /api/facts
     let list = &mut paths["/api/facts"]["get"];
@@ -675,6 +674,103 @@ fn recall_paths(paths: &mut Value) {
     a["responses"]["502"] = error_response("The model endpoint failed or answered something unusable.", "UpstreamError", "the model endpoint answered HTTP 500: ...");
     a["responses"]["504"] = error_response("The model endpoint did not answer in time.", "UpstreamTimeout", "the model endpoint did not answer within 30000 ms");
     with_common_errors(&mut a["responses"], true);
+}
+
+/// `/api/search`: the reference operations, with this server's ranking,
+/// bounds and extensions.
+fn search_paths(paths: &mut Value) {
+    use crate::search::{DEFAULT_TOP_K, MAX_SEEDS, MAX_TOP_K};
+    let description = format!(
+        "Hybrid recall over the tenant's facts: BM25 full-text ranking over subject, predicate, object, source and \
+         properties (the object weighs most), fused by reciprocal rank fusion (k = 60) with a graph-proximity list \
+         when there are seeds (facts about or pointing at a seed, then at its direct neighbours; entity refs \
+         `Type:id` named in the question count as seeds). Every result is checked against the store: without \
+         `as_of` only current active facts (and candidates with `include_candidates`), with `as_of` the facts that \
+         were active at that record time. Read-your-writes: the search first waits (at most 2 s) until the index \
+         holds every write committed before it; if it could not, `stale` is true and the \
+         `X-Tempora-Index-Stale: true` header is set. `matches` says, in the order of `answer_facts`, why each \
+         fact matched. `top_k` defaults to {DEFAULT_TOP_K}, at most {MAX_TOP_K}; an empty question answers 400."
+    );
+    let result = json!({"allOf": [schema("SearchResult"), {
+        "type": "object",
+        "required": ["kind", "question", "answer_facts", "matches", "entities", "terms", "stale"],
+        "properties": {
+            "kind": {"type": "string", "enum": ["search_result"]},
+            "matches": {"type": "array", "description": "Why each fact matched, in the order of `answer_facts`.", "items": {
+                "type": "object",
+                "required": ["id", "score", "reasons", "ranks", "terms"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "score": {"type": "number", "description": "The fused score: the sum of 1 / (60 + rank) over the lists the fact is in."},
+                    "reasons": {"type": "array", "items": {"type": "string", "enum": ["bm25", "graph", "vector"]}},
+                    "ranks": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}, "description": "Rank (1-based) in each list."},
+                    "terms": {"type": "array", "items": {"type": "string"}, "description": "Question terms the fact contains."},
+                },
+            }},
+            "terms": {"type": "array", "items": {"type": "string"}, "description": "The question's index terms (lower-cased, stopwords dropped, lightly stemmed)."},
+            "stale": {"type": "boolean", "description": "The index had not caught up with the writes made before the request within 2 s."},
+        },
+    }]});
+    let stale_header = json!({
+        "X-Tempora-Index-Stale": {
+            "description": "`true` when the answer may miss writes committed just before the request.",
+            "schema": {"type": "string", "enum": ["true"]},
+        },
+    });
+    let extensions = json!({
+        "seeds": {"type": "array", "maxItems": MAX_SEEDS, "items": {"type": "string"}, "description": "Entity refs (`Type:id`): facts about or pointing at them, or at their direct neighbours, get a graph-proximity boost."},
+        "subject": {"type": "string", "description": "Only facts with exactly this subject."},
+        "predicate": {"type": "string", "description": "Only facts with exactly this predicate."},
+        "include_candidates": {"type": "boolean", "default": false, "description": "Also return candidate facts (below the confidence threshold)."},
+    });
+
+    let g = &mut paths["/api/search"]["get"];
+    g["description"] = json!(description.clone());
+    let ps = g["parameters"].as_array_mut().expect("search has parameters");
+    for p in ps.iter_mut() {
+        match p["name"].as_str() {
+            Some("question") => {
+                p["required"] = json!(true);
+                p["description"] = json!("The question; its words are matched against the facts' words.");
+                p["schema"]["pattern"] = json!("\\S");
+            }
+            Some("top_k") => {
+                p["schema"] = json!({"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": DEFAULT_TOP_K})
+            }
+            _ => {}
+        }
+    }
+    ps.extend([
+        json!({"name": "seeds", "in": "query", "required": false, "description": "Comma-separated entity refs (`Type:id`) to boost facts near.", "schema": {"type": "string"}}),
+        json!({"name": "subject", "in": "query", "required": false, "description": extensions["subject"]["description"].clone(), "schema": {"type": "string"}}),
+        json!({"name": "predicate", "in": "query", "required": false, "description": extensions["predicate"]["description"].clone(), "schema": {"type": "string"}}),
+        json!({"name": "include_candidates", "in": "query", "required": false, "description": extensions["include_candidates"]["description"].clone(), "schema": {"type": "boolean", "default": false}}),
+        param("Tenant"),
+        param("TenantHeader"),
+    ]);
+    g["responses"]["200"]["content"]["application/json"]["schema"] = result.clone();
+    g["responses"]["200"]["headers"] = stale_header.clone();
+    g["responses"]["400"] = resp("BadRequest");
+    with_common_errors(&mut g["responses"], true);
+
+    let p = &mut paths["/api/search"]["post"];
+    p["description"] = json!(format!("{description} The same search as GET, with the parameters in a JSON body."));
+    p["parameters"] = json!([param("Tenant"), param("TenantHeader")]);
+    p["requestBody"]["required"] = json!(true);
+    let mut props = json!({
+        "question": {"type": "string", "pattern": "\\S"},
+        "top_k": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": DEFAULT_TOP_K},
+        "as_of": {"type": "integer", "format": "int64", "description": "Search memory as it stood at this record time (unix ms)."},
+    });
+    merge(&mut props, extensions);
+    p["requestBody"]["content"]["application/json"]["schema"] = json!({"allOf": [schema("SearchRequest"), {
+        "type": "object",
+        "required": ["question"],
+        "properties": props,
+    }]});
+    p["responses"]["200"]["content"]["application/json"]["schema"] = result;
+    p["responses"]["200"]["headers"] = stale_header;
+    with_common_errors(&mut p["responses"], true);
 }
 
 fn replayed_header() -> Value {

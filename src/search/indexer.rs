@@ -1,0 +1,392 @@
+//! The indexer: keeps the recall index in step with the engine's change log.
+//!
+//! The index is derived state. Its commit payload records the watermark, the
+//! highest transaction whose changes are all in the index, in the same
+//! atomic commit as the documents; so after any crash the index is exactly
+//! "everything up to the watermark" and catching up from there is enough.
+//! Re-applying a change is harmless (a document is replaced by its key), so
+//! a change indexed twice does no damage either.
+
+use super::schema::{Fields, IndexDoc, SCHEMA_VERSION, TOKENIZER};
+use crate::memory::Committed;
+use anyhow::{Context, Result};
+use prometheus::IntCounter;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tantivy::directory::MmapDirectory;
+use tantivy::tokenizer::{TextAnalyzer, WhitespaceTokenizer};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy};
+use tempora_storage::{Change, ChangeEvent, Engine, Fact, Tx};
+use tokio::sync::{broadcast, watch};
+
+/// Changes read from the log per call.
+const LOG_PAGE: usize = 1000;
+/// Distinct documents staged before they are handed to the writer.
+const STAGE_LIMIT: usize = 10_000;
+/// The writer's indexing memory (tantivy flushes a segment when it is full).
+const WRITER_MEMORY: usize = 50 << 20;
+
+/// The index and its reader, shared by the indexer and the searches.
+pub struct IndexState {
+    pub index: Index,
+    pub reader: IndexReader,
+    pub fields: Fields,
+}
+
+/// What the indexer reports to the metrics.
+#[derive(Clone)]
+pub struct IndexerMetrics {
+    /// Documents written (added or replaced).
+    pub docs: IntCounter,
+    /// The watermark, for the lag gauge.
+    pub watermark: Arc<AtomicU64>,
+}
+
+/// The commit payload.
+#[derive(Debug, Serialize, Deserialize)]
+struct Payload {
+    schema_version: u32,
+    watermark: Tx,
+}
+
+/// Where the index of a data directory lives.
+pub fn index_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("search")
+}
+
+/// Writes the index of one data directory.
+pub struct Indexer {
+    engine: Arc<Engine>,
+    state: Arc<IndexState>,
+    writer: IndexWriter,
+    watermark: Tx,
+    published: watch::Sender<Tx>,
+    staged: HashMap<String, IndexDoc>,
+    metrics: Option<IndexerMetrics>,
+    /// A batch failed: the next one covers every tenant.
+    failed: bool,
+}
+
+impl Indexer {
+    /// Opens the index in `dir`, or rebuilds it (from nothing: the catch-up
+    /// then indexes the whole log) when it is missing, unreadable, of another
+    /// schema version, or ahead of the store.
+    pub fn open(dir: &Path, engine: Arc<Engine>, metrics: Option<IndexerMetrics>) -> Result<(Indexer, watch::Receiver<Tx>)> {
+        let fields = Fields::new();
+        let last_tx = engine.last_tx().0;
+        let opened = match try_open(dir, &fields) {
+            Ok((index, reader, wm)) if wm <= last_tx => Some((index, reader, wm)),
+            Ok((_, _, wm)) => {
+                tracing::warn!(
+                    watermark = wm,
+                    last_tx,
+                    "search index is ahead of the store (the store lost unsynced writes); rebuilding it from the change log"
+                );
+                None
+            }
+            Err(Problem::Missing) => {
+                tracing::info!(dir = %dir.display(), "no search index yet; building it from the change log");
+                None
+            }
+            Err(Problem::Unusable(reason)) => {
+                tracing::warn!(dir = %dir.display(), %reason, "search index unusable; rebuilding it from the change log");
+                None
+            }
+        };
+        let (index, reader, watermark) = match opened {
+            Some(o) => o,
+            None => {
+                let (index, reader) = create(dir, &fields)?;
+                (index, reader, 0)
+            }
+        };
+        let writer = index.writer_with_num_threads(1, WRITER_MEMORY).context("cannot open the search index writer")?;
+        let (published, rx) = watch::channel(watermark);
+        if let Some(m) = &metrics {
+            m.watermark.store(watermark, Ordering::Relaxed);
+        }
+        let state = Arc::new(IndexState { index, reader, fields });
+        let indexer =
+            Indexer { engine, state, writer, watermark, published, staged: HashMap::new(), metrics, failed: false };
+        Ok((indexer, rx))
+    }
+
+    pub fn state(&self) -> Arc<IndexState> {
+        Arc::clone(&self.state)
+    }
+
+    pub fn watermark(&self) -> Tx {
+        self.watermark
+    }
+
+    /// Indexes the changes of `tenants` (every tenant when `None`) after the
+    /// watermark up to `target`, commits with `target` as the new watermark
+    /// and reloads the reader.
+    pub fn catch_up(&mut self, tenants: Option<BTreeSet<String>>, target: Tx) -> Result<()> {
+        let tenants = match tenants {
+            Some(t) if !self.failed => t,
+            _ => self.engine.tenants().into_iter().collect(),
+        };
+        let result = self.index_and_commit(&tenants, target);
+        match &result {
+            Ok(()) => self.failed = false,
+            Err(_) => {
+                self.failed = true;
+                self.staged.clear();
+                if let Err(e) = self.writer.rollback() {
+                    tracing::error!(error = %e, "search index rollback failed");
+                }
+            }
+        }
+        result
+    }
+
+    fn index_and_commit(&mut self, tenants: &BTreeSet<String>, target: Tx) -> Result<()> {
+        if target <= self.watermark && !self.failed {
+            return Ok(());
+        }
+        for tenant in tenants {
+            let mut after = self.watermark;
+            'log: loop {
+                let changes = self.engine.changes(tenant, after, LOG_PAGE).context("reading the change log")?;
+                let n = changes.len();
+                for c in &changes {
+                    if c.tx > target {
+                        break 'log;
+                    }
+                    after = c.tx;
+                    self.stage_change(c)?;
+                }
+                if n < LOG_PAGE {
+                    break;
+                }
+            }
+        }
+        self.flush()?;
+        let target = target.max(self.watermark);
+        let payload = serde_json::to_string(&Payload { schema_version: SCHEMA_VERSION, watermark: target })?;
+        let mut prepared = self.writer.prepare_commit().context("preparing the search index commit")?;
+        prepared.set_payload(&payload);
+        prepared.commit().context("committing the search index")?;
+        self.state.reader.reload().context("reloading the search index reader")?;
+        self.watermark = target;
+        self.published.send_replace(target);
+        if let Some(m) = &self.metrics {
+            m.watermark.store(target, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn stage_change(&mut self, c: &Change) -> Result<()> {
+        for e in &c.events {
+            match e {
+                ChangeEvent::Assert { fact, superseded, continued } => {
+                    self.stage(fact)?;
+                    for f in superseded.iter().chain(continued) {
+                        self.stage(f)?;
+                    }
+                }
+                ChangeEvent::Retract { fact } => self.stage(fact)?,
+                ChangeEvent::Cardinality(_) | ChangeEvent::Threshold(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Later versions of a fact replace earlier ones in the stage, so a
+    /// batch writes each fact once.
+    fn stage(&mut self, f: &Fact) -> Result<()> {
+        let doc = IndexDoc::Fact(f.clone());
+        self.staged.insert(doc.key(), doc);
+        if self.staged.len() >= STAGE_LIMIT {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let fields = &self.state.fields;
+        let n = self.staged.len();
+        for (key, doc) in self.staged.drain() {
+            self.writer.delete_term(fields.key_term(&key));
+            self.writer.add_document(fields.document(&doc)).context("adding a search document")?;
+        }
+        if let Some(m) = &self.metrics {
+            m.docs.inc_by(n as u64);
+        }
+        Ok(())
+    }
+
+    /// Documents in the committed index.
+    pub fn num_docs(&self) -> u64 {
+        self.state.reader.searcher().num_docs()
+    }
+
+    /// Follows the commit notices until `stop` flips: first catches up with
+    /// the whole log, then indexes each batch of notices (every notice
+    /// waiting is drained, indexed, and committed once). On stop it indexes
+    /// what is still announced and commits.
+    pub async fn run(self, mut notices: broadcast::Receiver<Committed>, mut stop: watch::Receiver<bool>) {
+        let target = self.engine.last_tx().0;
+        let Some(mut me) = self.batch(None, target).await else { return };
+        tracing::info!(watermark = me.watermark, documents = me.num_docs(), "search index caught up");
+        loop {
+            let retry = me.failed;
+            let first = tokio::select! {
+                _ = stop.wait_for(|s| *s) => break,
+                n = notices.recv() => Some(n),
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)), if retry => None,
+            };
+            let (tenants, target) = match first {
+                // A failed batch is retried over every tenant.
+                None => (None, me.engine.last_tx().0),
+                Some(Err(broadcast::error::RecvError::Closed)) => break,
+                Some(first) => drain(first, &mut notices, &me.engine),
+            };
+            match me.batch(tenants, target).await {
+                Some(m) => me = m,
+                None => return,
+            }
+        }
+        // Writes have stopped: index whatever was announced, then commit.
+        let (tenants, target) = match notices.try_recv() {
+            Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => {
+                (Some(BTreeSet::new()), me.watermark)
+            }
+            Ok(n) => drain(Ok(n), &mut notices, &me.engine),
+            Err(broadcast::error::TryRecvError::Lagged(_)) => (None, me.engine.last_tx().0),
+        };
+        if target > me.watermark || me.failed {
+            me.batch(tenants, target).await;
+        }
+    }
+
+    /// One batch on the blocking pool; `None` if the task itself died.
+    async fn batch(mut self, tenants: Option<BTreeSet<String>>, target: Tx) -> Option<Indexer> {
+        let joined = tokio::task::spawn_blocking(move || {
+            if let Err(e) = self.catch_up(tenants, target) {
+                tracing::error!(error = format!("{e:#}"), "search indexing failed; retrying");
+            }
+            self
+        })
+        .await;
+        match joined {
+            Ok(me) => Some(me),
+            Err(e) => {
+                tracing::error!(error = %e, "search indexer stopped");
+                None
+            }
+        }
+    }
+}
+
+/// The tenants and the highest tx of `first` and every notice already
+/// waiting. A lagged receiver lost notices: then every tenant, up to the
+/// engine's last tx.
+fn drain(
+    first: Result<Committed, broadcast::error::RecvError>,
+    notices: &mut broadcast::Receiver<Committed>,
+    engine: &Engine,
+) -> (Option<BTreeSet<String>>, Tx) {
+    let mut tenants = BTreeSet::new();
+    let mut target = 0;
+    let mut lagged = false;
+    let mut note = |n: Result<Committed, ()>| match n {
+        Ok(c) => {
+            tenants.insert(c.tenant.to_string());
+            target = target.max(c.tx);
+        }
+        Err(()) => lagged = true,
+    };
+    note(first.map_err(|_| ()));
+    loop {
+        match notices.try_recv() {
+            Ok(c) => note(Ok(c)),
+            Err(broadcast::error::TryRecvError::Lagged(_)) => note(Err(())),
+            Err(_) => break,
+        }
+    }
+    if lagged {
+        (None, engine.last_tx().0.max(target))
+    } else {
+        (Some(tenants), target)
+    }
+}
+
+enum Problem {
+    Missing,
+    Unusable(String),
+}
+
+fn register_tokenizer(index: &Index) {
+    index.tokenizers().register(TOKENIZER, TextAnalyzer::from(WhitespaceTokenizer::default()));
+}
+
+fn reader(index: &Index) -> tantivy::Result<IndexReader> {
+    index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()
+}
+
+fn try_open(dir: &Path, fields: &Fields) -> Result<(Index, IndexReader, Tx), Problem> {
+    if !dir.join("meta.json").exists() {
+        return Err(Problem::Missing);
+    }
+    let unusable = |e: &dyn std::fmt::Display| Problem::Unusable(e.to_string());
+    let directory = MmapDirectory::open(dir).map_err(|e| unusable(&e))?;
+    let index = Index::open(directory).map_err(|e| unusable(&e))?;
+    let meta = index.load_metas().map_err(|e| unusable(&e))?;
+    let payload: Payload = match meta.payload.as_deref().map(serde_json::from_str) {
+        Some(Ok(p)) => p,
+        Some(Err(e)) => return Err(unusable(&format!("unreadable commit payload: {e}"))),
+        None => return Err(Problem::Unusable("no commit payload".into())),
+    };
+    if payload.schema_version != SCHEMA_VERSION || index.schema() != fields.schema {
+        return Err(Problem::Unusable(format!(
+            "schema version {} (this server writes {SCHEMA_VERSION})",
+            payload.schema_version
+        )));
+    }
+    register_tokenizer(&index);
+    let reader = reader(&index).map_err(|e| unusable(&e))?;
+    Ok((index, reader, payload.watermark))
+}
+
+/// A new, empty index in `dir` (whatever was there is removed).
+fn create(dir: &Path, fields: &Fields) -> Result<(Index, IndexReader)> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let directory = MmapDirectory::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+    let index = Index::create(directory, fields.schema.clone(), Default::default())
+        .with_context(|| format!("cannot create the search index in {}", dir.display()))?;
+    register_tokenizer(&index);
+    let reader = reader(&index).context("cannot open the search index reader")?;
+    Ok((index, reader))
+}
+
+/// What a rebuild did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rebuilt {
+    pub facts: u64,
+    pub tenants: usize,
+    pub watermark: Tx,
+}
+
+/// Deletes the index of `data_dir` and builds it again from the change log.
+pub fn rebuild(data_dir: &Path, engine: Arc<Engine>) -> Result<Rebuilt> {
+    let dir = index_dir(data_dir);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+    }
+    let tenants = engine.tenants().len();
+    let target = engine.last_tx().0;
+    let (mut indexer, _) = Indexer::open(&dir, engine, None)?;
+    indexer.catch_up(None, target)?;
+    let facts = indexer.num_docs();
+    let watermark = indexer.watermark;
+    indexer.writer.wait_merging_threads().context("finishing the search index merges")?;
+    Ok(Rebuilt { facts, tenants, watermark })
+}

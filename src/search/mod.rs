@@ -1,0 +1,203 @@
+//! Full-text recall: a tantivy index of every tenant's facts, derived from
+//! the engine's change log, and the hybrid search over it (`/api/search`).
+//!
+//! - `tokenize`: the words of documents and questions.
+//! - `schema`: index fields and the document of a memory item.
+//! - `indexer`: follows the change log; the watermark rides in the commit.
+//! - `query`: the BM25 and graph-proximity rankers.
+//! - `rank`: ranked lists, the [`Ranker`] interface and their fusion (RRF).
+//!
+//! The engine stays the source of truth: every hit is re-read from it (as
+//! of the request's record time) before it is returned, so a lagging or
+//! rebuilt index can miss a fact for a moment but never shows one the
+//! request may not see. See `docs/search.md`.
+
+pub mod indexer;
+pub mod query;
+pub mod rank;
+pub mod schema;
+pub mod tokenize;
+
+pub use indexer::{index_dir, rebuild, IndexerMetrics, Rebuilt};
+pub use rank::{Candidate, RankContext, RankedList, Ranker};
+
+use crate::memory::Memory;
+use anyhow::Result;
+use indexer::{IndexState, Indexer};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tempora_storage::{is_entity_ref, Engine, FactId, Tx};
+use tokio::sync::watch;
+
+pub const DEFAULT_TOP_K: usize = 8;
+pub const MAX_TOP_K: usize = 100;
+pub const MAX_SEEDS: usize = 16;
+/// How long a search waits for the index to reach the writes before it.
+pub const FRESHNESS_WAIT: Duration = Duration::from_secs(2);
+
+/// A search, validated.
+#[derive(Debug, Clone, Default)]
+pub struct SearchRequest {
+    pub question: String,
+    pub top_k: usize,
+    /// Record time (unix ms): search what was known then.
+    pub as_of: Option<i64>,
+    /// Entities whose facts, and their neighbours' facts, get a proximity
+    /// boost.
+    pub seeds: Vec<String>,
+    pub subject: Option<String>,
+    pub predicate: Option<String>,
+    pub include_candidates: bool,
+}
+
+/// Why one result matched.
+#[derive(Debug, Clone, Serialize)]
+pub struct Match {
+    pub id: FactId,
+    /// The fused (RRF) score.
+    pub score: f64,
+    /// The lists the fact was found in: `bm25`, `graph`.
+    pub reasons: Vec<&'static str>,
+    /// Its 1-based rank in each list.
+    pub ranks: BTreeMap<&'static str, usize>,
+    /// Question terms the fact contains.
+    pub terms: Vec<String>,
+}
+
+/// The answer of `/api/search`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResult {
+    pub kind: &'static str,
+    pub question: String,
+    pub answer_facts: Vec<Value>,
+    pub matches: Vec<Match>,
+    pub entities: Vec<String>,
+    /// The question's index terms (stopwords dropped, stemmed).
+    pub terms: Vec<String>,
+    /// True when the index had not caught up with the writes made before
+    /// the request within the wait: recent writes may be missing.
+    pub stale: bool,
+}
+
+/// The search handle: cheap to clone, shared by the request handlers.
+#[derive(Clone)]
+pub struct Search {
+    engine: Arc<Engine>,
+    state: Arc<IndexState>,
+    watermark: watch::Receiver<Tx>,
+    rankers: Arc<Vec<Arc<dyn Ranker>>>,
+}
+
+/// The running indexer: stop it after the last write.
+pub struct IndexerHandle {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl IndexerHandle {
+    /// Indexes what is still announced, commits, and waits for the task.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        if let Err(e) = self.task.await {
+            tracing::error!(error = %e, "search indexer task failed");
+        }
+    }
+}
+
+impl Search {
+    /// Opens (or rebuilds) the index of `data_dir` and starts the indexer
+    /// on the current runtime. The indexer catches up with the log in the
+    /// background; searches meanwhile wait for it (bounded).
+    pub fn start(data_dir: &Path, memory: &Memory, metrics: Option<IndexerMetrics>) -> Result<(Search, IndexerHandle)> {
+        let engine = Arc::clone(memory.engine());
+        // Subscribed before the catch-up reads the log: nothing falls between.
+        let notices = memory.subscribe();
+        let (indexer, watermark) = Indexer::open(&index_dir(data_dir), Arc::clone(&engine), metrics)?;
+        let state = indexer.state();
+        let (stop, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(indexer.run(notices, stop_rx));
+        let rankers: Vec<Arc<dyn Ranker>> =
+            vec![Arc::new(query::Bm25Ranker { state: Arc::clone(&state) }), Arc::new(query::GraphRanker)];
+        Ok((Search { engine, state, watermark, rankers: Arc::new(rankers) }, IndexerHandle { stop, task }))
+    }
+
+    /// Adds a ranked list to the fusion (an embedding similarity list).
+    pub fn with_ranker(mut self, ranker: Arc<dyn Ranker>) -> Search {
+        let mut v: Vec<Arc<dyn Ranker>> = self.rankers.iter().cloned().collect();
+        v.push(ranker);
+        self.rankers = Arc::new(v);
+        self
+    }
+
+    /// Documents in the index (every tenant).
+    pub fn documents(&self) -> u64 {
+        self.state.reader.searcher().num_docs()
+    }
+
+    /// The highest transaction fully in the index.
+    pub fn watermark(&self) -> Tx {
+        *self.watermark.borrow()
+    }
+
+    /// Waits until the index holds every transaction committed before the
+    /// call, at most `within`. False when it did not get there.
+    pub async fn wait_fresh(&self, within: Duration) -> bool {
+        let target = self.engine.last_tx().0;
+        let mut rx = self.watermark.clone();
+        let reached = matches!(tokio::time::timeout(within, rx.wait_for(|w| *w >= target)).await, Ok(Ok(_)));
+        reached
+    }
+
+    /// Runs a search of `tenant` (blocking: engine and index reads).
+    pub fn search(&self, tenant: &str, req: &SearchRequest, stale: bool) -> Result<SearchResult> {
+        let terms = tokenize::query_terms(&req.question);
+        let mut seeds: Vec<String> = req.seeds.clone();
+        for e in tokenize::entity_refs(&req.question) {
+            if !seeds.contains(&e) {
+                seeds.push(e);
+            }
+        }
+        seeds.truncate(MAX_SEEDS);
+        let want = if seeds.is_empty() { req.top_k } else { (req.top_k * 3).max(24) };
+        let ctx = RankContext { engine: &self.engine, tenant, request: req, terms: &terms, seeds: &seeds, want };
+        let mut lists = Vec::with_capacity(self.rankers.len());
+        for r in self.rankers.iter() {
+            lists.push(r.rank(&ctx)?);
+        }
+        let mut fused = rank::fuse(lists, rank::RRF_K);
+        fused.truncate(req.top_k);
+        let mut entities: Vec<String> = Vec::new();
+        for f in &fused {
+            for e in [Some(f.fact.subject.as_str()), f.fact.object_entity()].into_iter().flatten() {
+                if is_entity_ref(e) && !entities.iter().any(|x| x == e) {
+                    entities.push(e.to_string());
+                }
+            }
+        }
+        let matches = fused
+            .iter()
+            .map(|f| Match {
+                id: f.fact.id,
+                score: f.score,
+                reasons: f.reasons.clone(),
+                ranks: f.ranks.clone(),
+                terms: f.terms.clone(),
+            })
+            .collect();
+        let answer_facts =
+            fused.iter().map(|f| serde_json::to_value(&f.fact).expect("facts serialize")).collect();
+        Ok(SearchResult {
+            kind: "search_result",
+            question: req.question.clone(),
+            answer_facts,
+            matches,
+            entities,
+            terms,
+            stale,
+        })
+    }
+}

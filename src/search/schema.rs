@@ -1,0 +1,212 @@
+//! The recall index's schema and how a memory item becomes an index
+//! document.
+//!
+//! One document per item, keyed by `(tenant, kind, id)`. Today the only kind
+//! is a fact; narrative pages will be the second ([`IndexDoc`] and
+//! [`DocKind`] are where they plug in). A fact's text never changes between
+//! its versions, its status does: a new version replaces the document
+//! (delete by key, add), so `live` always follows the latest version.
+
+use super::tokenize::{json_text, terms};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED, STRING,
+};
+use tantivy::{TantivyDocument, Term};
+use tempora_storage::{Fact, FactId};
+
+/// Bumped whenever the schema or the tokenization changes; an index written
+/// with another version is rebuilt from the change log at start.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Name of the tokenizer the text fields use (whitespace over terms the
+/// service already normalized, see `tokenize.rs`).
+pub const TOKENIZER: &str = "tempora_terms";
+
+/// What kind of memory item a document is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocKind {
+    Fact,
+    /// A narrative page (`/api/digest`); not indexed yet.
+    Page,
+}
+
+impl DocKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DocKind::Fact => "fact",
+            DocKind::Page => "page",
+        }
+    }
+}
+
+/// A memory item to index. New kinds add a variant and its mapping in
+/// [`Fields::document`].
+#[derive(Debug, Clone)]
+pub enum IndexDoc {
+    Fact(Fact),
+}
+
+impl IndexDoc {
+    pub fn kind(&self) -> DocKind {
+        match self {
+            IndexDoc::Fact(_) => DocKind::Fact,
+        }
+    }
+    pub fn tenant(&self) -> &str {
+        match self {
+            IndexDoc::Fact(f) => &f.tenant,
+        }
+    }
+    pub fn id(&self) -> FactId {
+        match self {
+            IndexDoc::Fact(f) => f.id,
+        }
+    }
+    /// The document's key: unique per tenant, kind and id.
+    pub fn key(&self) -> String {
+        doc_key(self.tenant(), self.kind(), self.id())
+    }
+}
+
+pub fn doc_key(tenant: &str, kind: DocKind, id: FactId) -> String {
+    format!("{tenant}\u{1f}{}\u{1f}{id}", kind.as_str())
+}
+
+/// The fields of the schema.
+#[derive(Debug, Clone)]
+pub struct Fields {
+    pub schema: Schema,
+    /// `tenant \x1f kind \x1f id`: what a new version deletes.
+    pub key: Field,
+    /// Exact tenant name; every query requires it.
+    pub tenant: Field,
+    pub kind: Field,
+    /// The item id (stored: hits are resolved through it).
+    pub id: Field,
+    /// Exact subject and predicate, for the `subject`/`predicate` filters.
+    pub subject_exact: Field,
+    pub predicate_exact: Field,
+    /// Text fields (terms).
+    pub subject: Field,
+    pub predicate: Field,
+    pub object: Field,
+    pub source: Field,
+    pub properties: Field,
+    /// True while the latest version is active or candidate.
+    pub live: Field,
+    pub created_tx: Field,
+    /// Record time of the first version (unix ms): an `as_of` search skips
+    /// documents created after it.
+    pub created_at: Field,
+}
+
+impl Fields {
+    pub fn new() -> Fields {
+        let mut b = Schema::builder();
+        let text = TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default().set_tokenizer(TOKENIZER).set_index_option(IndexRecordOption::WithFreqs),
+        );
+        let key = b.add_text_field("key", STRING);
+        let tenant = b.add_text_field("tenant", STRING);
+        let kind = b.add_text_field("kind", STRING);
+        let id = b.add_text_field("id", STRING | STORED);
+        let subject_exact = b.add_text_field("subject_exact", STRING);
+        let predicate_exact = b.add_text_field("predicate_exact", STRING);
+        let subject = b.add_text_field("subject", text.clone());
+        let predicate = b.add_text_field("predicate", text.clone());
+        let object = b.add_text_field("object", text.clone());
+        let source = b.add_text_field("source", text.clone());
+        let properties = b.add_text_field("properties", text);
+        let live = b.add_bool_field("live", INDEXED | FAST);
+        let created_tx = b.add_u64_field("created_tx", INDEXED | FAST);
+        let created_at = b.add_i64_field("created_at", INDEXED | FAST);
+        Fields {
+            schema: b.build(),
+            key,
+            tenant,
+            kind,
+            id,
+            subject_exact,
+            predicate_exact,
+            subject,
+            predicate,
+            object,
+            source,
+            properties,
+            live,
+            created_tx,
+            created_at,
+        }
+    }
+
+    pub fn key_term(&self, key: &str) -> Term {
+        Term::from_field_text(self.key, key)
+    }
+
+    /// The tantivy document of `doc`.
+    pub fn document(&self, doc: &IndexDoc) -> TantivyDocument {
+        let mut d = TantivyDocument::default();
+        d.add_text(self.key, doc.key());
+        d.add_text(self.tenant, doc.tenant());
+        d.add_text(self.kind, doc.kind().as_str());
+        d.add_text(self.id, doc.id().to_string());
+        match doc {
+            IndexDoc::Fact(f) => {
+                d.add_text(self.subject_exact, &f.subject);
+                d.add_text(self.predicate_exact, &f.predicate);
+                let t = fact_texts(f);
+                d.add_text(self.subject, t.subject.join(" "));
+                d.add_text(self.predicate, t.predicate.join(" "));
+                d.add_text(self.object, t.object.join(" "));
+                d.add_text(self.source, t.source.join(" "));
+                d.add_text(self.properties, t.properties.join(" "));
+                d.add_bool(self.live, f.status.is_live());
+                d.add_u64(self.created_tx, f.created_tx);
+                d.add_i64(self.created_at, f.created_at);
+            }
+        }
+        d
+    }
+}
+
+impl Default for Fields {
+    fn default() -> Self {
+        Fields::new()
+    }
+}
+
+/// The terms of each text field of a fact.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct FactTexts {
+    pub subject: Vec<String>,
+    pub predicate: Vec<String>,
+    pub object: Vec<String>,
+    pub source: Vec<String>,
+    pub properties: Vec<String>,
+}
+
+impl FactTexts {
+    pub fn contains(&self, term: &str) -> bool {
+        [&self.subject, &self.predicate, &self.object, &self.source, &self.properties]
+            .iter()
+            .any(|f| f.iter().any(|t| t == term))
+    }
+}
+
+pub fn fact_texts(f: &Fact) -> FactTexts {
+    let mut object = String::new();
+    json_text(&f.object, &mut object);
+    let mut properties = String::new();
+    if let Some(p) = &f.properties {
+        for v in p.values() {
+            json_text(v, &mut properties);
+        }
+    }
+    FactTexts {
+        subject: terms(&f.subject),
+        predicate: terms(&f.predicate),
+        object: terms(&object),
+        source: f.source.as_deref().map(terms).unwrap_or_default(),
+        properties: terms(&properties),
+    }
+}
