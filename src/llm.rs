@@ -140,7 +140,12 @@ impl Client {
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(|e| classify(e, timeout_ms))?;
         if !status.is_success() {
-            let text = String::from_utf8_lossy(&bytes);
+            let mut text = String::from_utf8_lossy(&bytes).into_owned();
+            // Some endpoints quote the key they refused ("Incorrect API key
+            // provided: sk-..."); it must not reach the caller or the log.
+            if let Some(k) = cfg.api_key.as_deref().filter(|k| !k.is_empty()) {
+                text = text.replace(k, "<redacted>");
+            }
             let body: String = text.chars().take(MAX_QUOTED).collect();
             return Err(LlmError::Status { status: status.as_u16(), body });
         }

@@ -691,7 +691,6 @@ async fn context_as_of_determinism_and_errors() {
 /// it must be the tenant's own, or another tenant's writes change this
 /// tenant's packets (and tell it when that tenant writes).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "bug: src/recall/context.rs takes the reference time from engine.last_tx(), which is server-wide, not the tenant's"]
 async fn context_packet_does_not_change_with_another_tenants_writes() {
     let (_tmp, server) = fresh(&keyed());
     let nas = Api::new(&server, Some(NAS_KEY));
@@ -945,7 +944,6 @@ async fn ask_model_failures_are_gateway_errors_without_the_key() {
 /// 502 quotes the endpoint's body, so that quote must be redacted (and kept
 /// out of the log line of the failure).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "bug: src/llm.rs quotes the endpoint's error body verbatim (LlmError::Status), key included, into the 502 and the log"]
 async fn ask_model_error_quoting_the_key_does_not_leak_it() {
     let fake = FakeLlm::start();
     let (_tmp, server) = fresh(&[ALLOW_PRIVATE]);

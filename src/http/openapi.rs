@@ -606,6 +606,12 @@ fn recall_paths(paths: &mut Value) {
     let props = &mut c["requestBody"]["content"]["application/json"]["schema"];
     *props = json!({"allOf": [schema("ContextRequest"), {
         "type": "object",
+        "description": "At least one of: a seed, a goal that is not blank, a project.",
+        "anyOf": [
+            {"required": ["seeds"], "properties": {"seeds": {"type": "array", "minItems": 1}}},
+            {"required": ["goal"], "properties": {"goal": {"type": "string", "pattern": "\\S"}}},
+            {"required": ["project"], "properties": {"project": {"type": "string"}}},
+        ],
         "properties": {
             "seeds": {"type": "array", "maxItems": context::MAX_SEEDS},
             "token_budget": {"type": ["integer", "null"], "minimum": 0},

@@ -14,8 +14,8 @@
 //!    time is over, and facts not re-recorded for a year.
 //!
 //! Reference time for "over" and "a year" is `as_of` when given, else the
-//! record time of the engine's last write, never the wall clock: a packet
-//! changes only when memory does.
+//! record time of the tenant's last write, never the wall clock (nor another
+//! tenant's writes): a packet changes only when the tenant's memory does.
 
 use super::text::{bm25, fact_text, terms};
 use super::tokens::fact_tokens;
@@ -230,7 +230,10 @@ pub fn build(
     }
 
     // 4. Warn.
-    let reference = req.as_of.unwrap_or_else(|| engine.last_tx().1);
+    let reference = match req.as_of {
+        Some(t) => t,
+        None => engine.tenant_last_write(tenant)?.map(|(_, at)| at).unwrap_or(0),
+    };
     let mut warnings = conflicts(engine, tenant, &cands, &chosen)?;
     for (i, _) in &chosen {
         let f = &cands[*i].fact;

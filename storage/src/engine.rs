@@ -284,6 +284,15 @@ impl Engine {
         }
     }
 
+    /// The tenant's last committed tx and its record time (`None` before its
+    /// first write): a clock that moves only when this tenant writes.
+    pub fn tenant_last_write(&self, tenant: &str) -> Result<Option<(Tx, Millis)>> {
+        match self.reader(tenant) {
+            Some(r) => r.last_change(),
+            None => Ok(None),
+        }
+    }
+
     pub fn predicate(&self, tenant: &str, name: &str) -> Result<PredicateInfo> {
         match self.reader(tenant) {
             Some(r) => r.predicate(name),

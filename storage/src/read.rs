@@ -261,6 +261,20 @@ impl Reader<'_> {
         Ok(out)
     }
 
+    /// The tenant's newest change-log entry: its tx and record time.
+    pub fn last_change(&self) -> Result<Option<(Tx, Millis)>> {
+        let lo = Bound::Included(keys::log(self.tid, 0));
+        let hi = Bound::Included(keys::log(self.tid, Tx::MAX));
+        match self.kv.scan(Keyspace::Log, lo, hi, true).next() {
+            Some(item) => {
+                let (k, v) = item?;
+                let entry: LogEntry = record::decode(&v)?;
+                Ok(Some((keys::decode_log_tx(&k)?, entry.recorded_at)))
+            }
+            None => Ok(None),
+        }
+    }
+
     fn version_at_tx(&self, id: FactId, tx: Tx) -> Result<Fact> {
         match self.kv.get(Keyspace::Versions, &keys::version(id, tx))? {
             Some(v) => Ok(record::decode(&v)?),
