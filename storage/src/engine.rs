@@ -363,6 +363,45 @@ impl Engine {
         Ok(self.kv.sync()?)
     }
 
+    /// Stores several opaque records in one atomic batch and one sync.
+    pub fn aux_put_many(&self, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut b = crate::kv::WriteBatch::default();
+        for (k, v) in records {
+            b.put(Keyspace::Aux, k, v);
+        }
+        self.kv.apply(b)?;
+        Ok(self.kv.sync()?)
+    }
+
+    /// Removes opaque records (durably, in one batch).
+    pub fn aux_delete_many(&self, keys: Vec<Vec<u8>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut b = crate::kv::WriteBatch::default();
+        for k in keys {
+            b.delete(Keyspace::Aux, k);
+        }
+        self.kv.apply(b)?;
+        Ok(self.kv.sync()?)
+    }
+
+    /// Every opaque record whose key starts with `prefix`, in key order,
+    /// handed to `f` one at a time (so a large prefix is never held in
+    /// memory twice). `f` returning `false` stops the scan.
+    pub fn aux_scan(&self, prefix: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+        for item in crate::kv::scan_prefix(self.kv.as_ref(), Keyspace::Aux, prefix, false) {
+            let (k, v) = item?;
+            if !f(&k, &v) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Stops the writer after the requests already queued, syncs, and waits.
     pub fn close(&self) {
         self.tx.lock().take();

@@ -68,3 +68,36 @@ fn concurrent_requests_under_one_key_apply_once() {
     assert_eq!(applied, 1);
     assert_eq!(e.last_tx().0, 1);
 }
+
+/// The service's opaque records: batches land whole, scans stay inside
+/// their prefix, deletes stick across a reopen.
+#[test]
+fn aux_records_batch_scan_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let e = tempora_storage::Engine::open(tempora_storage::EngineConfig::at(dir.path())).unwrap();
+        e.aux_put_many((0u8..5).map(|i| (vec![b'V', b'a', i], vec![i; 3])).collect()).unwrap();
+        e.aux_put_many(vec![(b"Vb\x00".to_vec(), b"other".to_vec()), (b"W".to_vec(), b"w".to_vec())]).unwrap();
+        e.aux_delete_many(vec![vec![b'V', b'a', 1]]).unwrap();
+    }
+    let e = tempora_storage::Engine::open(tempora_storage::EngineConfig::at(dir.path())).unwrap();
+    let mut seen = Vec::new();
+    e.aux_scan(b"Va", |k, v| {
+        seen.push((k.to_vec(), v.to_vec()));
+        true
+    })
+    .unwrap();
+    assert_eq!(seen, vec![
+        (vec![b'V', b'a', 0], vec![0; 3]),
+        (vec![b'V', b'a', 2], vec![2; 3]),
+        (vec![b'V', b'a', 3], vec![3; 3]),
+        (vec![b'V', b'a', 4], vec![4; 3]),
+    ]);
+    let mut first = None;
+    e.aux_scan(b"V", |k, _| {
+        first = Some(k.to_vec());
+        false
+    })
+    .unwrap();
+    assert_eq!(first, Some(vec![b'V', b'a', 0]), "a scan stops when told");
+}
