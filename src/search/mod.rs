@@ -201,3 +201,6 @@ impl Search {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

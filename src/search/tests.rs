@@ -1,0 +1,99 @@
+//! The index itself, in process: tenant and liveness filters at the index
+//! level (not only through the engine's re-check), the watermark in the
+//! commit, and the rebuild triggers.
+
+use super::indexer::Indexer;
+use super::query::index_query;
+use super::schema::{Fields, SCHEMA_VERSION};
+use super::tokenize::query_terms;
+use super::SearchRequest;
+use std::sync::Arc;
+use tantivy::collector::Count;
+use tempora_storage::{Engine, EngineConfig, FactInput};
+
+fn engine() -> Arc<Engine> {
+    Arc::new(Engine::open(EngineConfig::temporary()).unwrap())
+}
+
+fn hits(ix: &Indexer, tenant: &str, question: &str, as_of: Option<i64>) -> usize {
+    let state = ix.state();
+    let req = SearchRequest { question: question.into(), top_k: 8, as_of, ..Default::default() };
+    let q = index_query(&state.fields, tenant, &req, &query_terms(question));
+    state.reader.searcher().search(&q, &Count).unwrap()
+}
+
+#[test]
+fn the_index_filters_by_tenant_and_follows_each_facts_latest_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine();
+    let acme = e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:acme")).unwrap();
+    e.assert("b", FactInput::new("Person:sarah", "works_at", "Org:acme")).unwrap();
+    let (mut ix, wm) = Indexer::open(&dir.path().join("search"), Arc::clone(&e), None).unwrap();
+    assert_eq!(*wm.borrow(), 0);
+    ix.catch_up(None, e.last_tx().0).unwrap();
+    assert_eq!(*wm.borrow(), e.last_tx().0);
+    assert_eq!(ix.num_docs(), 2);
+    assert_eq!(hits(&ix, "a", "acme", None), 1);
+    assert_eq!(hits(&ix, "c", "acme", None), 0);
+
+    // Superseded: no longer live, still there for as_of searches.
+    e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:globex")).unwrap();
+    ix.catch_up(Some(["a".to_string()].into()), e.last_tx().0).unwrap();
+    assert_eq!(hits(&ix, "a", "acme", None), 0);
+    assert_eq!(hits(&ix, "a", "acme", Some(i64::MAX)), 1);
+    assert_eq!(hits(&ix, "a", "acme", Some(acme.fact.created_at - 1)), 0, "created after as_of");
+    assert_eq!(hits(&ix, "a", "globex", None), 1);
+    assert_eq!(hits(&ix, "b", "acme", None), 1, "b's fact is untouched");
+    assert_eq!(ix.num_docs(), 3, "a new version replaces the document");
+
+    // Retracted: not live.
+    let g = e.query("a", &Default::default()).unwrap().facts[0].id;
+    e.retract("a", g).unwrap();
+    ix.catch_up(Some(["a".to_string()].into()), e.last_tx().0).unwrap();
+    assert_eq!(hits(&ix, "a", "globex", None), 0);
+    assert_eq!(ix.num_docs(), 3);
+}
+
+#[test]
+fn the_watermark_survives_a_reopen_and_a_bad_index_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("search");
+    let e = engine();
+    for i in 0..5 {
+        e.assert("a", FactInput::new(format!("Tree:t{i}"), "fruit", "kiwi")).unwrap();
+    }
+    {
+        let (mut ix, _) = Indexer::open(&path, Arc::clone(&e), None).unwrap();
+        ix.catch_up(None, 3).unwrap();
+        assert_eq!((ix.watermark(), ix.num_docs()), (3, 3));
+    }
+    // Reopened: the watermark comes from the commit; catching up adds the rest.
+    let (mut ix, _) = Indexer::open(&path, Arc::clone(&e), None).unwrap();
+    assert_eq!((ix.watermark(), ix.num_docs()), (3, 3));
+    ix.catch_up(None, 5).unwrap();
+    assert_eq!((ix.watermark(), ix.num_docs()), (5, 5));
+    drop(ix);
+
+    // An index ahead of the store (a store that lost writes) is rebuilt.
+    let smaller = engine();
+    smaller.assert("a", FactInput::new("Tree:x", "fruit", "kiwi")).unwrap();
+    let (ix, _) = Indexer::open(&path, Arc::clone(&smaller), None).unwrap();
+    assert_eq!((ix.watermark(), ix.num_docs()), (0, 0));
+    drop(ix);
+
+    // Another schema version: rebuilt.
+    {
+        let (mut ix, _) = Indexer::open(&path, Arc::clone(&e), None).unwrap();
+        ix.catch_up(None, 5).unwrap();
+    }
+    {
+        let index = tantivy::Index::open_in_dir(&path).unwrap();
+        let mut w: tantivy::IndexWriter = index.writer_with_num_threads(1, 15_000_000).unwrap();
+        let mut c = w.prepare_commit().unwrap();
+        c.set_payload(&format!(r#"{{"schema_version":{},"watermark":5}}"#, SCHEMA_VERSION + 1));
+        c.commit().unwrap();
+    }
+    let (ix, _) = Indexer::open(&path, Arc::clone(&e), None).unwrap();
+    assert_eq!((ix.watermark(), ix.num_docs()), (0, 0));
+    assert_eq!(ix.state().index.schema(), Fields::new().schema);
+}
