@@ -106,9 +106,9 @@ pub async fn search_post(
 }
 
 async fn run(st: AppState, tenant: String, req: SearchRequest) -> Result<Response, ApiError> {
-    // Read-your-writes: wait (bounded) until the index holds every write
-    // committed before this request.
-    let fresh = st.search.wait_fresh(FRESHNESS_WAIT).await;
+    // Read-your-writes: wait (bounded) until the index holds every write of
+    // the tenant committed before this request.
+    let fresh = st.search.wait_fresh(&tenant, FRESHNESS_WAIT).await;
     let search = st.search.clone();
     let result = tokio::task::spawn_blocking(move || search.search(&tenant, &req, !fresh))
         .await

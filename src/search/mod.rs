@@ -143,10 +143,15 @@ impl Search {
         *self.watermark.borrow()
     }
 
-    /// Waits until the index holds every transaction committed before the
-    /// call, at most `within`. False when it did not get there.
-    pub async fn wait_fresh(&self, within: Duration) -> bool {
-        let target = self.engine.last_tx().0;
+    /// Waits until the index holds every transaction of `tenant` committed
+    /// before the call, at most `within`. False when it did not get there.
+    pub async fn wait_fresh(&self, tenant: &str, within: Duration) -> bool {
+        // The tenant's own last write: other tenants' writes need not be
+        // waited for. (Should the log read fail, the store's last tx.)
+        let target = match self.engine.tenant_last_write(tenant) {
+            Ok(last) => last.map_or(0, |(tx, _)| tx),
+            Err(_) => self.engine.last_tx().0,
+        };
         let mut rx = self.watermark.clone();
         let reached = matches!(tokio::time::timeout(within, rx.wait_for(|w| *w >= target)).await, Ok(Ok(_)));
         reached
