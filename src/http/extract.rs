@@ -200,3 +200,10 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
             .map_err(|e| ApiError::schema(format!("invalid path parameter: {}", e.body_text())))
     }
 }
+
+/// For optional body fields whose schema does not allow `null`: absent means
+/// `None` (with `#[serde(default)]`), present must be a value; `null` is an
+/// error naming the field.
+pub fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}

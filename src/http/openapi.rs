@@ -606,7 +606,8 @@ fn recall_paths(paths: &mut Value) {
     let props = &mut c["requestBody"]["content"]["application/json"]["schema"];
     *props = json!({"allOf": [schema("ContextRequest"), {
         "type": "object",
-        "description": "At least one of: a seed, a goal that is not blank, a project.",
+        "description": "At least one of: a seed, a goal that is not blank, a project. Unknown fields are refused (a misspelt field must not be silently ignored).",
+        "additionalProperties": false,
         "anyOf": [
             {"required": ["seeds"], "properties": {"seeds": {"type": "array", "minItems": 1}}},
             {"required": ["goal"], "properties": {"goal": {"type": "string", "pattern": "\\S"}}},
@@ -614,7 +615,10 @@ fn recall_paths(paths: &mut Value) {
         ],
         "properties": {
             "seeds": {"type": "array", "maxItems": context::MAX_SEEDS},
-            "token_budget": {"type": ["integer", "null"], "minimum": 0},
+            "goal": {"type": "string"},
+            "project": {"type": ["string", "null"]},
+            "as_of": {"type": ["integer", "null"], "format": "int64"},
+            "token_budget": {"type": "integer", "minimum": 0},
             "max_facts": {"type": "integer", "minimum": 0},
             "max_pages": {"type": "integer", "minimum": 0},
         },
@@ -654,6 +658,8 @@ fn recall_paths(paths: &mut Value) {
     }
     a["requestBody"]["content"]["application/json"]["schema"] = json!({"allOf": [schema("AskRequest"), {
         "type": "object",
+        "description": "Unknown fields are refused (a misspelt field must not be silently ignored).",
+        "additionalProperties": false,
         "properties": {
             "question": {"type": "string", "pattern": "\\S"},
             "top_k": {"type": "integer", "minimum": 1, "maximum": 100},

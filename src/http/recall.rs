@@ -3,7 +3,7 @@
 //! blocking pool.
 
 use super::error::ApiError;
-use super::extract::{Caller, JsonBody, Object};
+use super::extract::{present, Caller, JsonBody, Object};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::llm::{LlmError, ModelConfig};
@@ -63,13 +63,13 @@ pub struct ContextBody {
     seeds: Vec<String>,
     #[serde(default)]
     goal: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     token_budget: Option<i64>,
     #[serde(default)]
     project: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     max_facts: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     max_pages: Option<i64>,
     #[serde(default)]
     as_of: Option<i64>,
@@ -116,11 +116,11 @@ const MAX_TOP_K: usize = 100;
 #[serde(deny_unknown_fields)]
 pub struct AskBody {
     question: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     top_k: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     model: Option<ModelConfig>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     as_of: Option<i64>,
 }
 
