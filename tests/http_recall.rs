@@ -1081,3 +1081,32 @@ async fn recall_is_tenant_scoped() {
     admin.get("/api/walk?start=Person:sarah").await.expect_error(400, "SchemaInvalid");
     server.stop_ok();
 }
+
+/// Without seeds or entity refs, context packets and answers come from the
+/// full-text index: the goal's words find the fact.
+#[tokio::test(flavor = "multi_thread")]
+async fn goal_and_question_words_alone_recall_through_the_index() {
+    let (_tmp, server) = fresh(&[]);
+    let api = Api::new(&server, None);
+    let g = small_graph(&api).await;
+    let lisbon = id(&api.assert_fact(fact("Person:zoe", "favourite_city", json!("Lisbon"), 0.9)).await);
+
+    // A goal with no seed: the recalled facts are the packet.
+    let p = context(&api, json!({"goal": "which company was founded in 1999"})).await;
+    assert_eq!(p["facts"][0]["id"], g.acme_founded.as_str(), "{p}");
+    assert_eq!(origin_of(&p, &g.acme_founded).as_deref(), Some("recall"), "{p}");
+    assert_eq!(p["ranking"][0]["recalled"], true);
+
+    // With a seed, a fact the graph reaches and the goal recalls keeps its
+    // graph origin and is marked recalled.
+    let p = context(&api, json!({"seeds": ["Person:sarah"], "goal": "where is acme located"})).await;
+    assert_eq!(origin_of(&p, &g.acme_paris).as_deref(), Some("hop"), "{p}");
+    let r = p["ranking"].as_array().unwrap().iter().find(|r| r["id"] == g.acme_paris.as_str()).unwrap();
+    assert_eq!(r["recalled"], true, "{p}");
+
+    // ask: no entity named, the index finds the evidence.
+    let a = ask(&api, json!({"question": "who loves lisbon?"})).await;
+    assert_eq!(a["evidence"][0]["id"], lisbon.as_str(), "{a}");
+    assert!(a["answer"].as_str().unwrap().contains("Lisbon"), "{a}");
+    server.stop_ok();
+}

@@ -591,7 +591,7 @@ fn recall_paths(paths: &mut Value) {
     c["description"] = json!(format!(
         "{} Candidates: the seeds' active and candidate facts, facts pointing at the seeds, the current facts of \
          entities one hop out, and facts recalled for the goal. Ranked by 0.40 relevance to the goal (BM25 over \
-         the candidates) + 0.25 closeness to the seeds + 0.20 confidence + 0.15 recency, ties by fact id, so \
+         the candidates) + 0.25 closeness to the seeds (1.0 own fact, 0.8 pointing at a seed, 0.5 one hop out, 0.3 recalled for the goal only) + 0.20 confidence + 0.15 recency, ties by fact id, so \
          the same memory gives the same packet. Trimmed to `max_facts` (default {}, at most {}) and to \
          `token_budget`, where a fact costs the tokens of its rendered line (one per 4 bytes, at least one per \
          word). Warnings: conflict, candidate, low_confidence, expired, stale, budget. Narrative pages attach \
@@ -634,7 +634,8 @@ fn recall_paths(paths: &mut Value) {
                     "id": {"type": "string"},
                     "score": {"type": "number"},
                     "relevance": {"type": "number"},
-                    "origin": {"type": "string", "enum": ["seed", "inbound", "recall", "hop"]},
+                    "origin": {"type": "string", "enum": ["seed", "inbound", "hop", "recall"]},
+                    "recalled": {"type": "boolean", "description": "The goal's full-text recall found it too."},
                     "tokens": {"type": "integer"},
                 },
             }},

@@ -8,13 +8,14 @@ use super::query::QueryPairs;
 use super::AppState;
 use crate::llm::{LlmError, ModelConfig};
 use crate::memory::blocking;
-use crate::recall::{ask, context, graph, text, walk};
+use crate::recall::{ask, context, graph, walk};
+use crate::search::{SearchRequest, FRESHNESS_WAIT};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use tempora_storage::{is_entity_ref, AsOf, Fact, FactQuery};
+use tempora_storage::Fact;
 
 pub async fn walk(State(st): State<AppState>, caller: Caller, q: QueryPairs) -> Result<Response, ApiError> {
     let tenant = caller.tenant()?.to_string();
@@ -100,7 +101,7 @@ pub async fn context(
     let recalled = if req.goal.trim().is_empty() {
         Vec::new()
     } else {
-        evidence(&st, &tenant, &req.goal, RECALL_FOR_CONTEXT, req.as_of.map(AsOf::Time)).await?
+        evidence(&st, &tenant, &req.goal, RECALL_FOR_CONTEXT, req.as_of).await?.0
     };
     let engine = st.memory.engine().clone();
     let packet = blocking(move || context::build(&engine, &tenant, &req, recalled)).await?;
@@ -139,44 +140,38 @@ pub async fn ask(
         Some(k) if (1..=MAX_TOP_K as i64).contains(&k) => k as usize,
         Some(k) => return Err(ApiError::schema(format!("top_k must be within [1, {MAX_TOP_K}], got {k}"))),
     };
-    let evidence = evidence(&st, &tenant, &question, top_k, body.as_of.map(AsOf::Time)).await?;
+    let (evidence, stale) = evidence(&st, &tenant, &question, top_k, body.as_of).await?;
     let answer = ask::ask(&st.llm, &question, evidence, body.model.as_ref()).await.map_err(llm_error)?;
-    Ok(Json(answer).into_response())
+    let mut resp = Json(answer).into_response();
+    if stale {
+        resp.headers_mut().insert(super::search::STALE_HEADER, axum::http::HeaderValue::from_static("true"));
+    }
+    Ok(resp)
 }
 
-/// Evidence for a question: the current facts of every entity the question
-/// names (`Person:sarah`), ranked by BM25 against the question.
+/// Evidence for a question: the fused recall of the full-text index (BM25,
+/// proximity to the entities the question names, embeddings when
+/// configured), read-your-writes like `/api/search`. The second value says
+/// the index had not caught up within the wait.
 async fn evidence(
     st: &AppState,
     tenant: &str,
     question: &str,
     top_k: usize,
-    as_of: Option<AsOf>,
-) -> Result<Vec<Fact>, ApiError> {
-    let named: Vec<String> = question
-        .split(|c: char| c.is_whitespace() || matches!(c, ',' | '?' | '!' | ';' | '(' | ')' | '"' | '\''))
-        .map(|w| w.trim_end_matches('.'))
-        .filter(|w| is_entity_ref(w))
-        .map(String::from)
-        .collect();
-    let engine = st.memory.engine().clone();
+    as_of: Option<i64>,
+) -> Result<(Vec<Fact>, bool), ApiError> {
+    let fresh = st.search.wait_fresh(tenant, FRESHNESS_WAIT).await;
+    let req = SearchRequest { question: question.to_string(), top_k, as_of, ..Default::default() };
+    let search = st.search.clone();
     let tenant = tenant.to_string();
-    let question = question.to_string();
-    let facts = blocking(move || {
-        let mut facts: Vec<Fact> = Vec::new();
-        for e in &named {
-            let q = FactQuery { subject: Some(e.clone()), as_of, ..Default::default() };
-            facts.extend(crate::recall::collect(&engine, &tenant, &q, 500)?.0);
-        }
-        Ok(facts)
-    })
-    .await?;
-    let docs: Vec<Vec<String>> = facts.iter().map(|f| text::terms(&text::fact_text(f))).collect();
-    let scores = text::bm25(&text::terms(&question), &docs);
-    let mut order: Vec<usize> = (0..facts.len()).collect();
-    order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(facts[*a].id.cmp(&facts[*b].id)));
-    let mut facts: Vec<Option<Fact>> = facts.into_iter().map(Some).collect();
-    Ok(order.into_iter().take(top_k).filter_map(|i| facts[i].take()).collect())
+    let fused = tokio::task::spawn_blocking(move || search.recall(&tenant, &req))
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "recall task failed");
+            ApiError::internal()
+        })?
+        .map_err(super::search::search_error)?;
+    Ok((fused.0.into_iter().map(|f| f.fact).collect(), !fresh))
 }
 
 fn llm_error(e: LlmError) -> ApiError {

@@ -3,7 +3,7 @@
 //! `SearchResult`.
 
 use super::error::ApiError;
-use super::extract::{Caller, JsonBody, Object};
+use super::extract::{present, Caller, JsonBody, Object};
 use super::facts::JsonMillis;
 use super::query::QueryPairs;
 use super::AppState;
@@ -23,25 +23,22 @@ pub const STALE_HEADER: &str = "x-tempora-index-stale";
 /// `null`.
 #[derive(Debug, Deserialize)]
 pub struct SearchBody {
-    #[serde(default, deserialize_with = "non_null")]
+    #[serde(default, deserialize_with = "present")]
     question: Option<String>,
-    #[serde(default, deserialize_with = "non_null")]
+    #[serde(default, deserialize_with = "present")]
     top_k: Option<JsonMillis>,
-    #[serde(default, deserialize_with = "non_null")]
+    #[serde(default, deserialize_with = "present")]
     as_of: Option<JsonMillis>,
-    #[serde(default, deserialize_with = "non_null")]
+    #[serde(default, deserialize_with = "present")]
     seeds: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "non_null")]
+    #[serde(default, deserialize_with = "present")]
     subject: Option<String>,
-    #[serde(default, deserialize_with = "non_null")]
+    #[serde(default, deserialize_with = "present")]
     predicate: Option<String>,
-    #[serde(default, deserialize_with = "non_null")]
+    #[serde(default, deserialize_with = "present")]
     include_candidates: Option<bool>,
 }
 
-fn non_null<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
-    T::deserialize(d).map(Some)
-}
 
 /// Checks and completes a request.
 fn validate(
@@ -105,6 +102,17 @@ pub async fn search_post(
     run(st, tenant, req).await
 }
 
+/// A failed search: engine errors keep their meaning, index errors are 500s.
+pub fn search_error(e: anyhow::Error) -> ApiError {
+    match e.downcast::<EngineError>() {
+        Ok(engine) => ApiError::from(engine),
+        Err(other) => {
+            tracing::error!(error = format!("{other:#}"), "search failed");
+            ApiError::internal()
+        }
+    }
+}
+
 async fn run(st: AppState, tenant: String, req: SearchRequest) -> Result<Response, ApiError> {
     // Read-your-writes: wait (bounded) until the index holds every write of
     // the tenant committed before this request.
@@ -116,13 +124,7 @@ async fn run(st: AppState, tenant: String, req: SearchRequest) -> Result<Respons
             tracing::error!(error = %e, "search task failed");
             ApiError::internal()
         })?
-        .map_err(|e| match e.downcast::<EngineError>() {
-            Ok(engine) => ApiError::from(engine),
-            Err(other) => {
-                tracing::error!(error = format!("{other:#}"), "search failed");
-                ApiError::internal()
-            }
-        })?;
+        .map_err(search_error)?;
     let mut resp = Json(result).into_response();
     if !fresh {
         resp.headers_mut().insert(STALE_HEADER, HeaderValue::from_static("true"));

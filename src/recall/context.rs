@@ -2,7 +2,7 @@
 //!
 //! 1. Collect: the seeds' own facts (active and candidate), the facts that
 //!    point at the seeds, one hop out (the current facts of the entities the
-//!    seeds link to), and any facts the caller recalled for the goal.
+//!    seeds link to), and the facts full-text recall found for the goal.
 //! 2. Rank: relevance to the goal (BM25 with the candidates as the corpus),
 //!    closeness to the seeds, confidence and recency, weighted as in
 //!    [`score`]; ties by fact id, so the same memory gives the same packet.
@@ -59,10 +59,10 @@ pub enum Origin {
     Seed,
     /// A fact pointing at a seed.
     Inbound,
-    /// Recalled for the goal by full-text search.
-    Recall,
     /// A fact about an entity one hop from a seed.
     Hop,
+    /// Recalled for the goal by full-text search only.
+    Recall,
 }
 
 impl Origin {
@@ -70,8 +70,9 @@ impl Origin {
         match self {
             Origin::Seed => 1.0,
             Origin::Inbound => 0.8,
-            Origin::Recall => 0.6,
             Origin::Hop => 0.5,
+            // Found by the goal alone: not near the seeds at all.
+            Origin::Recall => 0.3,
         }
     }
 }
@@ -82,6 +83,8 @@ pub struct Ranked {
     pub score: f64,
     pub relevance: f64,
     pub origin: Origin,
+    /// The goal's full-text recall found it (whatever its origin).
+    pub recalled: bool,
     pub tokens: usize,
 }
 
@@ -177,14 +180,18 @@ pub fn build(
             }
         }
     }
-    for f in recalled {
-        push(&mut cands, f, Origin::Recall);
-    }
     for e in hop_entities.iter().take(MAX_HOP_ENTITIES) {
         let q = FactQuery { subject: Some(e.clone()), as_of, ..Default::default() };
         for f in collect(engine, tenant, &q, PER_HOP_ENTITY)?.0 {
             push(&mut cands, f, Origin::Hop);
         }
+    }
+    // Recalled last: a fact the graph already reached keeps its place in the
+    // graph (its origin) and is marked as recalled too.
+    let mut recalled_ids: HashSet<FactId> = HashSet::new();
+    for f in recalled {
+        recalled_ids.insert(f.id);
+        push(&mut cands, f, Origin::Recall);
     }
 
     // 2. Rank.
@@ -201,7 +208,8 @@ pub fn build(
             let age = (newest - c.fact.recorded_at).max(0) as f64;
             let recency = 0.5f64.powf(age / RECENCY_HALF_LIFE_MS);
             let s = score(relevance, c.origin.proximity(), c.fact.confidence, recency);
-            (i, Ranked { id: c.fact.id, score: s, relevance, origin: c.origin, tokens: fact_tokens(&c.fact) })
+            let recalled = recalled_ids.contains(&c.fact.id);
+            (i, Ranked { id: c.fact.id, score: s, relevance, origin: c.origin, recalled, tokens: fact_tokens(&c.fact) })
         })
         .collect();
     ranked.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.1.id.cmp(&b.1.id)));

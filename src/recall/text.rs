@@ -4,75 +4,17 @@
 //! an answer's evidence), so relevance is computed on the spot: BM25 over the
 //! candidates themselves, with the candidates as the corpus.
 
+use crate::search::tokenize::json_text;
 use std::collections::HashMap;
 use tempora_storage::Fact;
 
-/// Words too common to say anything about relevance.
-const STOPWORDS: &[&str] = &[
-    "a", "about", "an", "and", "are", "as", "at", "be", "before", "brief", "by", "did", "do", "does", "for", "from",
-    "has", "have", "he", "her", "his", "how", "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our",
-    "she", "that", "the", "their", "them", "they", "this", "to", "us", "was", "we", "were", "what", "when", "where",
-    "which", "who", "why", "will", "with", "you", "your",
-];
+pub use crate::search::tokenize::terms;
 
-/// Lower-cased words of `text`: runs of letters and digits. `Type:id` refs,
-/// `snake_case` and `camelCase` fall apart into their words.
-pub fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut prev_lower = false;
-    for c in text.chars() {
-        if c.is_alphanumeric() {
-            // camelCase boundary
-            if c.is_uppercase() && prev_lower && !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
-            }
-            prev_lower = c.is_lowercase() || c.is_ascii_digit();
-            cur.extend(c.to_lowercase());
-        } else {
-            prev_lower = false;
-            if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
-            }
-        }
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
-/// The words of `text` that carry meaning (stopwords dropped), stemmed.
-pub fn terms(text: &str) -> Vec<String> {
-    words(text).into_iter().filter(|w| !STOPWORDS.contains(&w.as_str())).map(|w| stem(&w)).collect()
-}
-
-/// A light English stemmer: plurals and `-ing`, enough for "lives" to meet
-/// "live" and "working" to meet "works". Short words are left alone.
-pub fn stem(w: &str) -> String {
-    let n = w.len();
-    if !w.is_ascii() || n <= 3 {
-        return w.to_string();
-    }
-    if let Some(s) = w.strip_suffix("ies").filter(|_| n > 4) {
-        return format!("{s}y");
-    }
-    if let Some(s) = w.strip_suffix("ing").filter(|_| n > 5) {
-        return s.to_string();
-    }
-    if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") {
-        return w[..n - 1].to_string();
-    }
-    w.to_string()
-}
-
-/// Everything of a fact a question could be about.
+/// Everything of a fact a question could be about: subject, predicate,
+/// object, source and property values.
 pub fn fact_text(f: &Fact) -> String {
     let mut t = format!("{} {} ", f.subject, f.predicate);
-    match &f.object {
-        serde_json::Value::String(s) => t.push_str(s),
-        other => t.push_str(&other.to_string()),
-    }
+    json_text(&f.object, &mut t);
     if let Some(s) = &f.source {
         t.push(' ');
         t.push_str(s);
@@ -80,10 +22,7 @@ pub fn fact_text(f: &Fact) -> String {
     if let Some(p) = &f.properties {
         for v in p.values() {
             t.push(' ');
-            match v {
-                serde_json::Value::String(s) => t.push_str(s),
-                other => t.push_str(&other.to_string()),
-            }
+            json_text(v, &mut t);
         }
     }
     t
@@ -132,13 +71,6 @@ pub fn bm25(query: &[String], docs: &[Vec<String>]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn words_split_refs_snake_and_camel_case() {
-        assert_eq!(words("Person:sarah works_at Org:acmeCorp"), ["person", "sarah", "works", "at", "org", "acme", "corp"]);
-        assert_eq!(terms("Where does Sarah work?"), ["sarah", "work"]);
-        assert_eq!(terms("works working lives companies class"), ["work", "work", "live", "company", "class"]);
-    }
 
     #[test]
     fn bm25_prefers_the_document_with_the_rare_term() {

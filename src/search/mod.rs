@@ -157,8 +157,10 @@ impl Search {
         reached
     }
 
-    /// Runs a search of `tenant` (blocking: engine and index reads).
-    pub fn search(&self, tenant: &str, req: &SearchRequest, stale: bool) -> Result<SearchResult> {
+    /// The fused ranking of a search of `tenant`, best first, at most
+    /// `top_k`, and the question's terms (blocking: engine and index reads).
+    /// Every fact is checked against the engine: visible to the request.
+    pub fn recall(&self, tenant: &str, req: &SearchRequest) -> Result<(Vec<rank::Fused>, Vec<String>)> {
         let terms = tokenize::query_terms(&req.question);
         let mut seeds: Vec<String> = req.seeds.clone();
         for e in tokenize::entity_refs(&req.question) {
@@ -175,6 +177,12 @@ impl Search {
         }
         let mut fused = rank::fuse(lists, rank::RRF_K);
         fused.truncate(req.top_k);
+        Ok((fused, terms))
+    }
+
+    /// Runs a search of `tenant` (blocking: engine and index reads).
+    pub fn search(&self, tenant: &str, req: &SearchRequest, stale: bool) -> Result<SearchResult> {
+        let (fused, terms) = self.recall(tenant, req)?;
         let mut entities: Vec<String> = Vec::new();
         for f in &fused {
             for e in [Some(f.fact.subject.as_str()), f.fact.object_entity()].into_iter().flatten() {
