@@ -130,7 +130,10 @@ impl Client {
         }
         let url: reqwest::Url =
             format!("{base}/{path}").parse().map_err(|e| LlmError::Config(format!("base_url is not a URL: {e}")))?;
-        self.policy.check_url(&url).await.map_err(LlmError::Config)?;
+        self.policy.check_url(&url).await.map_err(|r| match r {
+            crate::outbound::Refusal::Invalid(m) => LlmError::Config(m),
+            crate::outbound::Refusal::Unresolvable(m) => LlmError::Unreachable(m),
+        })?;
         let timeout_ms = cfg.timeout_ms.unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64).clamp(100, 600_000);
         let mut req = self.http.post(url).timeout(Duration::from_millis(timeout_ms)).json(body);
         if let Some(k) = &cfg.api_key {

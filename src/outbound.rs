@@ -50,6 +50,23 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (s[0] == 0x0064 && s[1] == 0xff9b)) // NAT64 can reach private v4
 }
 
+/// Why a URL is not called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The caller's URL: no host, or an address the policy refuses.
+    Invalid(String),
+    /// The name does not resolve (right now): the endpoint is unreachable.
+    Unresolvable(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Invalid(m) | Refusal::Unresolvable(m) => f.write_str(m),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Policy {
     /// Allow loopback and private addresses (`[outbound] allow_private`):
@@ -59,25 +76,25 @@ pub struct Policy {
 
 impl Policy {
     /// Checks the host of `url` up front; `Err` says why it is refused.
-    pub async fn check_url(&self, url: &reqwest::Url) -> Result<(), String> {
+    pub async fn check_url(&self, url: &reqwest::Url) -> Result<(), Refusal> {
         if self.allow_private {
             return Ok(());
         }
-        let host = url.host_str().ok_or_else(|| "the URL has no host".to_string())?;
+        let host = url.host_str().ok_or_else(|| Refusal::Invalid("the URL has no host".to_string()))?;
         let port = url.port_or_known_default().unwrap_or(443);
         let addrs: Vec<SocketAddr> = match host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
             Err(_) => tokio::net::lookup_host((host, port))
                 .await
-                .map_err(|e| format!("cannot resolve {host}: {e}"))?
+                .map_err(|e| Refusal::Unresolvable(format!("cannot resolve {host}: {e}")))?
                 .collect(),
         };
         match addrs.iter().find(|a| !is_public(a.ip())) {
-            Some(a) => Err(format!(
+            Some(a) => Err(Refusal::Invalid(format!(
                 "{host} is a private, loopback or otherwise non-public address ({}); the server only calls public \
                  endpoints unless the operator sets [outbound] allow_private = true (TEMPORA_OUTBOUND_ALLOW_PRIVATE=true)",
                 a.ip()
-            )),
+            ))),
             None => Ok(()),
         }
     }
@@ -138,7 +155,7 @@ mod tests {
     async fn literal_private_urls_are_refused_unless_allowed() {
         let url: reqwest::Url = "http://127.0.0.1:9/v1".parse().unwrap();
         let err = Policy::default().check_url(&url).await.unwrap_err();
-        assert!(err.contains("allow_private"), "{err}");
+        assert!(matches!(&err, Refusal::Invalid(m) if m.contains("allow_private")), "{err}");
         assert!(Policy { allow_private: true }.check_url(&url).await.is_ok());
         let url: reqwest::Url = "http://[::1]:9/v1".parse().unwrap();
         assert!(Policy::default().check_url(&url).await.is_err());

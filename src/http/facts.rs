@@ -1,7 +1,7 @@
 //! `/api/facts` and `/api/predicates`: asserting, reading, retracting facts.
 
 use super::error::ApiError;
-use super::extract::{Caller, JsonBody, Object, PathParam};
+use super::extract::{present, Caller, JsonBody, JsonInt, Object, PathParam};
 use super::idempotency::{self, IdempotencyKey};
 use super::query::QueryPairs;
 use super::AppState;
@@ -22,56 +22,16 @@ pub struct FactBody {
     pub predicate: String,
     #[serde(default)]
     pub object: Value,
-    #[serde(default, deserialize_with = "non_null")]
+    #[serde(default, deserialize_with = "present")]
     pub confidence: Option<f64>,
-    #[serde(default, deserialize_with = "non_null")]
+    #[serde(default, deserialize_with = "present")]
     pub source: Option<String>,
-    #[serde(default, deserialize_with = "non_null")]
-    pub valid_from: Option<JsonMillis>,
+    #[serde(default, deserialize_with = "present")]
+    pub valid_from: Option<JsonInt>,
     #[serde(default)]
-    pub valid_until: Option<JsonMillis>,
-    #[serde(default, deserialize_with = "non_null")]
+    pub valid_until: Option<JsonInt>,
+    #[serde(default, deserialize_with = "present")]
     pub properties: Option<Map<String, Value>>,
-}
-
-/// For the optional fields the spec types without `null`: leaving one out
-/// is fine, an explicit `null` is a schema error.
-fn non_null<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
-    T::deserialize(d).map(Some)
-}
-
-/// A time in unix milliseconds. JSON Schema counts `5.0` as the integer 5,
-/// so a number without a fractional part is accepted too (where a double
-/// holds it exactly).
-#[derive(Debug, Clone, Copy)]
-pub struct JsonMillis(pub i64);
-
-impl<'de> Deserialize<'de> for JsonMillis {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::{Error, Unexpected, Visitor};
-        struct Int;
-        impl Visitor<'_> for Int {
-            type Value = JsonMillis;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an integer (unix milliseconds, 64-bit)")
-            }
-            fn visit_i64<E: Error>(self, v: i64) -> Result<JsonMillis, E> {
-                Ok(JsonMillis(v))
-            }
-            fn visit_u64<E: Error>(self, v: u64) -> Result<JsonMillis, E> {
-                i64::try_from(v).map(JsonMillis).map_err(|_| E::invalid_value(Unexpected::Unsigned(v), &self))
-            }
-            fn visit_f64<E: Error>(self, v: f64) -> Result<JsonMillis, E> {
-                const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
-                if v.fract() == 0.0 && v.abs() <= EXACT {
-                    Ok(JsonMillis(v as i64))
-                } else {
-                    Err(E::invalid_type(Unexpected::Float(v), &self))
-                }
-            }
-        }
-        d.deserialize_any(Int)
-    }
 }
 
 impl From<FactBody> for FactInput {

@@ -3,7 +3,7 @@
 //! blocking pool.
 
 use super::error::ApiError;
-use super::extract::{present, Caller, JsonBody, Object};
+use super::extract::{present, Caller, JsonBody, JsonInt, Object};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::llm::{LlmError, ModelConfig};
@@ -65,15 +65,15 @@ pub struct ContextBody {
     #[serde(default)]
     goal: String,
     #[serde(default, deserialize_with = "present")]
-    token_budget: Option<i64>,
+    token_budget: Option<JsonInt>,
     #[serde(default)]
     project: Option<String>,
     #[serde(default, deserialize_with = "present")]
-    max_facts: Option<i64>,
+    max_facts: Option<JsonInt>,
     #[serde(default, deserialize_with = "present")]
-    max_pages: Option<i64>,
+    max_pages: Option<JsonInt>,
     #[serde(default)]
-    as_of: Option<i64>,
+    as_of: Option<JsonInt>,
 }
 
 pub async fn context(
@@ -85,7 +85,7 @@ pub async fn context(
     if body.seeds.is_empty() && body.project.is_none() && body.goal.trim().is_empty() {
         return Err(ApiError::schema("give seeds, a project or a goal"));
     }
-    let non_negative = |name: &str, v: Option<i64>| match v {
+    let non_negative = |name: &str, v: Option<JsonInt>| match v.map(|n| n.0) {
         Some(n) if n < 0 => Err(ApiError::schema(format!("{name} must not be negative, got {n}"))),
         other => Ok(other.map(|n| n as usize)),
     };
@@ -96,7 +96,7 @@ pub async fn context(
         project: body.project,
         max_facts: non_negative("max_facts", body.max_facts)?.unwrap_or(context::DEFAULT_MAX_FACTS),
         max_pages: non_negative("max_pages", body.max_pages)?.unwrap_or(context::DEFAULT_MAX_PAGES),
-        as_of: body.as_of,
+        as_of: body.as_of.map(|t| t.0),
     };
     let recalled = if req.goal.trim().is_empty() {
         Vec::new()
@@ -118,11 +118,11 @@ const MAX_TOP_K: usize = 100;
 pub struct AskBody {
     question: String,
     #[serde(default, deserialize_with = "present")]
-    top_k: Option<i64>,
+    top_k: Option<JsonInt>,
     #[serde(default, deserialize_with = "present")]
     model: Option<ModelConfig>,
     #[serde(default, deserialize_with = "present")]
-    as_of: Option<i64>,
+    as_of: Option<JsonInt>,
 }
 
 pub async fn ask(
@@ -135,12 +135,12 @@ pub async fn ask(
     if question.is_empty() {
         return Err(ApiError::schema("question must not be empty"));
     }
-    let top_k = match body.top_k {
+    let top_k = match body.top_k.map(|k| k.0) {
         None => DEFAULT_TOP_K,
         Some(k) if (1..=MAX_TOP_K as i64).contains(&k) => k as usize,
         Some(k) => return Err(ApiError::schema(format!("top_k must be within [1, {MAX_TOP_K}], got {k}"))),
     };
-    let (evidence, stale) = evidence(&st, &tenant, &question, top_k, body.as_of).await?;
+    let (evidence, stale) = evidence(&st, &tenant, &question, top_k, body.as_of.map(|t| t.0)).await?;
     let answer = ask::ask(&st.llm, &question, evidence, body.model.as_ref()).await.map_err(llm_error)?;
     let mut resp = Json(answer).into_response();
     if stale {

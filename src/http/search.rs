@@ -3,8 +3,7 @@
 //! `SearchResult`.
 
 use super::error::ApiError;
-use super::extract::{present, Caller, JsonBody, Object};
-use super::facts::JsonMillis;
+use super::extract::{present, Caller, JsonBody, JsonInt, Object};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::search::{SearchRequest, DEFAULT_TOP_K, FRESHNESS_WAIT, MAX_SEEDS, MAX_TOP_K};
@@ -26,9 +25,9 @@ pub struct SearchBody {
     #[serde(default, deserialize_with = "present")]
     question: Option<String>,
     #[serde(default, deserialize_with = "present")]
-    top_k: Option<JsonMillis>,
+    top_k: Option<JsonInt>,
     #[serde(default, deserialize_with = "present")]
-    as_of: Option<JsonMillis>,
+    as_of: Option<JsonInt>,
     #[serde(default, deserialize_with = "present")]
     seeds: Option<Vec<String>>,
     #[serde(default, deserialize_with = "present")]
