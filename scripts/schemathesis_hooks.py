@@ -111,9 +111,15 @@ def before_call(ctx, case, kwargs):
             value = headers[name]
             if name.lower() == "idempotency-key" and isinstance(value, str) and 0 < len(value) <= 200:
                 headers[name] = f"{value}-{uuid.uuid4().hex}"
+    key = (case.operation.method.upper(), case.operation.path)
+    if key == ("POST", "/api/ask") and isinstance(case.body, dict):
+        # No outbound model calls while fuzzing (positive or negative cases): a generated
+        # base_url sends the server to random hosts, and 502/504 is then the right answer.
+        # tests/http_recall.rs drives the model path against a real local OpenAI-compatible
+        # server, including its failures.
+        case.body.pop("model", None)
     if not _positive(case):
         return
-    key = (case.operation.method.upper(), case.operation.path)
     if key in READS_AS_OF and isinstance(case.query, MutableMapping):
         case.query.pop("cursor", None)
         if "as_of" in case.query and "as_of_tx" in case.query:
@@ -121,11 +127,6 @@ def before_call(ctx, case, kwargs):
         status = case.query.get("status")
         if isinstance(status, str) and not STATUS.match(status):
             case.query.pop("status")
-    if key == ("POST", "/api/ask") and isinstance(case.body, dict):
-        # No outbound model calls while fuzzing: a generated base_url would send the server to
-        # random hosts (502/504 by design). tests/http_recall.rs drives the model path against a
-        # real local OpenAI-compatible server.
-        case.body.pop("model", None)
     if key in FACT_BODIES:
         body = case.body
         facts = body.get("facts") if isinstance(body, dict) and key[1].endswith("/batch") else body

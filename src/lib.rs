@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod config;
 pub mod http;
+pub mod json;
 pub mod llm;
 pub mod memory;
 pub mod metrics;

@@ -4,6 +4,7 @@
 
 use serde::Deserialize;
 use serde_json::{json, Value};
+use crate::json::present;
 use crate::outbound::Policy;
 use std::time::Duration;
 
@@ -17,16 +18,16 @@ const MAX_QUOTED: usize = 300;
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
     /// e.g. `https://api.openai.com/v1`; `/chat/completions` is appended.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub base_url: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub api_key: Option<String>,
     pub model: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub temperature: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub max_tokens: Option<u32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub timeout_ms: Option<u64>,
 }
 
@@ -124,6 +125,9 @@ impl Client {
     }
 
     async fn post(&self, cfg: &ModelConfig, path: &str, body: &Value) -> Result<Value, LlmError> {
+        if cfg.model.trim().is_empty() {
+            return Err(LlmError::Config("model must name a model".into()));
+        }
         let base = cfg.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(LlmError::Config(format!("base_url must start with http:// or https://, got {base:?}")));

@@ -672,10 +672,10 @@ fn recall_paths(paths: &mut Value) {
                 "properties": {
                     "base_url": {"type": "string", "pattern": "^https?://"},
                     "api_key": {"type": "string"},
-                    "model": {"type": "string"},
+                    "model": {"type": "string", "pattern": "\\S"},
                     "temperature": {"type": "number"},
-                    "max_tokens": {"type": "integer", "minimum": 0},
-                    "timeout_ms": {"type": "integer", "minimum": 0},
+                    "max_tokens": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64},
+                    "timeout_ms": {"type": "integer", "minimum": 0, "description": "Clamped to 100..600000 ms; default 30000."},
                 },
             },
         },
