@@ -1,0 +1,115 @@
+//! `tempora-recall-bench`: how well and how fast tempora recalls.
+//!
+//! - `quality`: evidence recall@1/5/10 and MRR of `/api/search` on
+//!   generated long multi-session conversations (`gen.rs`), loaded into a
+//!   real `tempora serve` over HTTP, next to a plain BM25 floor over the same
+//!   turns (`quality.rs`).
+//! - `speed`: in-process latency percentiles of search, context packets and
+//!   walks over an engine preloaded with 1M facts, next to raw engine and
+//!   raw tantivy peers (`speed.rs`).
+//!
+//!     cargo build --release -p tempora -p tempora-recall-bench
+//!     target/release/tempora-recall-bench quality
+//!     target/release/tempora-recall-bench speed --facts 1000000
+
+mod gen;
+mod quality;
+mod speed;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(about = "Recall quality and speed benchmarks for tempora")]
+struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Evidence recall on generated conversations: tempora vs a BM25 floor.
+    Quality {
+        /// The tempora binary to serve with.
+        #[arg(long, default_value = "target/release/tempora")]
+        tempora: PathBuf,
+        /// Conversations (even ids are the tuning half, odd the held-out).
+        #[arg(long, default_value_t = 50)]
+        conversations: usize,
+        #[arg(long, default_value_t = 20260101)]
+        seed: u64,
+        /// Print every question tempora misses at 5 (with the top hits).
+        #[arg(long)]
+        misses: bool,
+        /// Only this split (`tune` or `held-out`) in the miss listing.
+        #[arg(long)]
+        split: Option<String>,
+    },
+    /// Latency of search, context and walk at scale, in process.
+    Speed {
+        /// Facts in the store.
+        #[arg(long, default_value_t = 1_000_000)]
+        facts: usize,
+        /// Queries per measured operation.
+        #[arg(long, default_value_t = 2000)]
+        queries: usize,
+        /// Data directory, reused when it already holds the store.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    match args.cmd {
+        Cmd::Quality { tempora, conversations, seed, misses, split } => {
+            tokio::runtime::Runtime::new()?.block_on(run_quality(tempora, conversations, seed, misses, split))
+        }
+        Cmd::Speed { facts, queries, data_dir } => speed::run(facts, queries, data_dir),
+    }
+}
+
+async fn run_quality(binary: PathBuf, n: usize, seed: u64, misses: bool, only: Option<String>) -> Result<()> {
+    let convs = gen::dataset(seed, n);
+    let turns: usize = convs.iter().map(|c| c.turns.len()).sum();
+    let questions: usize = convs.iter().map(|c| c.questions.len()).sum();
+    let sessions: usize = convs.iter().map(|c| c.sessions()).sum();
+    println!("dataset: {n} conversations, {sessions} sessions, {turns} turns, {questions} questions (seed {seed})");
+    let dir = std::env::temp_dir().join(format!("tempora-recall-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let server = quality::Server::start(&binary, &dir, &convs)?;
+    let client = reqwest::Client::new();
+    let started = std::time::Instant::now();
+    let facts = quality::load(&client, &server.base, &convs).await?;
+    println!("loaded {facts} facts in {:.1} s", started.elapsed().as_secs_f64());
+    let mut table = quality::Table::default();
+    for c in &convs {
+        let floor = quality::Floor::build(c)?;
+        let split = quality::split_of(c);
+        for q in &c.questions {
+            let t = quality::tempora_hits(&client, &server.base, c, &q.text, 10).await?;
+            let f = floor.hits(&q.text, 10)?;
+            let st = quality::score(&t, &q.gold);
+            table.add(split, "tempora", q.kind, st);
+            table.add(split, "bm25", q.kind, quality::score(&f, &q.gold));
+            if misses && st.recall[1] < 1.0 && only.as_deref().is_none_or(|s| s == split) {
+                let text = |k: &(usize, usize)| {
+                    c.turns.iter().find(|t| t.key() == *k).map(|t| format!("{}: {}", t.speaker, t.text)).unwrap_or_default()
+                };
+                println!("\n[{}] c{} {}  R@5 {:.2}", q.kind.name(), c.id, q.text, st.recall[1]);
+                for g in &q.gold {
+                    let rank = t.iter().position(|h| h == g).map(|p| (p + 1).to_string()).unwrap_or("-".into());
+                    println!("  gold (rank {rank}) {}", text(g));
+                }
+                for h in t.iter().take(3) {
+                    println!("  hit  {}", text(h));
+                }
+            }
+        }
+    }
+    println!("{}", table.render(&["tune", "held-out"], &["tempora", "bm25"]));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
