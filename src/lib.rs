@@ -9,6 +9,7 @@ pub mod config;
 pub mod http;
 pub mod json;
 pub mod llm;
+pub mod mcp;
 pub mod memory;
 pub mod metrics;
 pub mod outbound;

@@ -191,6 +191,12 @@ fn init_logging(format: LogFormat) {
         Ok(d) if !own_tantivy => filter.add_directive(d),
         _ => filter,
     };
+    // rmcp (the MCP server) reports every stateless request at info level.
+    let own_rmcp = std::env::var("TEMPORA_LOG").is_ok_and(|v| v.contains("rmcp"));
+    let filter = match "rmcp=warn".parse() {
+        Ok(d) if !own_rmcp => filter.add_directive(d),
+        _ => filter,
+    };
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(|| QuietStderr);
     match format {
         LogFormat::Text => builder.init(),

@@ -30,7 +30,7 @@ async fn writer(api: Api, round: usize, w: usize, stop: Arc<AtomicBool>, count: 
         n += 1;
         // Alternate single facts and batches; distinct subjects, so no write
         // supersedes another and each fact's current version is its first.
-        let resp = if n % 2 == 0 {
+        let resp = if n.is_multiple_of(2) {
             let body = json!({"subject": format!("Load:r{round}-w{w}-n{n}"), "predicate": "seq", "object": n, "source": "durability"});
             api.req(Method::POST, "/api/facts").json(&body).send().await
         } else {

@@ -68,6 +68,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(ops::ready))
         .route("/metrics", get(metrics_gate))
         .route("/openapi.json", get(openapi::serve))
+        .merge(crate::mcp::routes(&state))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), track))

@@ -1,0 +1,635 @@
+//! The tools: each parses its arguments, resolves the namespace against the
+//! caller, and calls the memory layer (engine, recall, search) exactly as the
+//! matching REST route does. Errors are [`ApiError`]s, which the server turns
+//! into tool results with `isError: true`.
+
+use super::schemas;
+use crate::auth::{Principal, DEFAULT_TENANT};
+use crate::http::error::ApiError;
+use crate::http::extract::{present, JsonInt};
+use crate::http::facts::asserted_json;
+use crate::http::search::search_error;
+use crate::http::AppState;
+use crate::memory::blocking;
+use crate::recall::context;
+use crate::search::{SearchRequest, DEFAULT_TOP_K, FRESHNESS_WAIT, MAX_SEEDS, MAX_TOP_K};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use tempora_storage::{
+    AsOf, Change, ChangeEvent, EngineError, Fact, FactId, FactInput, FactQuery, Idempotency, OpOutcome, Tx,
+    WriteOp, MAX_PAGE,
+};
+
+/// Who calls, and what the HTTP request carried besides the JSON-RPC body.
+#[derive(Debug, Clone)]
+pub struct CallerInfo {
+    pub principal: Principal,
+    /// `Idempotency-Key` (writing tools only).
+    pub idempotency_key: Option<Vec<u8>>,
+}
+
+pub async fn call(st: &AppState, caller: &CallerInfo, name: &str, args: Map<String, Value>) -> Result<Value, ApiError> {
+    match name {
+        schemas::REMEMBER => remember(st, caller, parse(args)?).await,
+        schemas::RECALL => recall(st, caller, parse(args)?).await,
+        schemas::RECALL_AS_OF => recall_as_of(st, caller, parse(args)?).await,
+        schemas::WHATS_CHANGED => whats_changed(st, caller, parse(args)?).await,
+        schemas::BUILD_CONTEXT => build_context(st, caller, parse(args)?).await,
+        schemas::EXPLAIN_FACT => explain_fact(st, caller, parse(args)?).await,
+        schemas::DIGEST => digest(st, caller, parse(args)?).await,
+        other => Err(ApiError::schema(format!("unknown tool {other:?}"))),
+    }
+}
+
+/// Arguments as a tool's struct; a wrong field is named in the error.
+fn parse<T: DeserializeOwned>(args: Map<String, Value>) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(Value::Object(args)).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." || path.is_empty() {
+            ApiError::schema(format!("invalid arguments: {inner}"))
+        } else {
+            ApiError::schema(format!("invalid argument {path}: {inner}"))
+        }
+    })
+}
+
+/// The tenant a call is about. A tenant key (and open mode) is pinned to its
+/// own namespace; an admin token must name a configured one. Naming another
+/// namespace is refused without saying whether it exists.
+pub fn tenant(st: &AppState, principal: &Principal, namespace: Option<&str>) -> Result<String, ApiError> {
+    let namespace = namespace.map(str::trim).filter(|n| !n.is_empty());
+    match principal {
+        Principal::Tenant(own) => match namespace {
+            None => Ok(own.clone()),
+            Some(n) if n == own => Ok(own.clone()),
+            Some(n) if st.auth.is_open() => Err(ApiError::new(
+                axum::http::StatusCode::NOT_FOUND,
+                "NotFound",
+                format!("namespace {n:?} not found: in open mode the only namespace is {DEFAULT_TENANT:?}"),
+            )),
+            Some(n) => Err(ApiError::new(
+                axum::http::StatusCode::NOT_FOUND,
+                "NotFound",
+                format!("namespace {n:?} not found: this key is pinned to its own namespace"),
+            )),
+        },
+        Principal::Admin => match namespace {
+            None => Err(ApiError::schema("an admin token must name the namespace (argument namespace)")),
+            Some(n) if st.auth.knows_tenant(n) => Ok(n.to_string()),
+            Some(n) => Err(ApiError::new(axum::http::StatusCode::NOT_FOUND, "NotFound", format!("namespace {n:?} not found"))),
+        },
+    }
+}
+
+fn range(name: &str, v: Option<JsonInt>, min: i64, max: i64) -> Result<Option<i64>, ApiError> {
+    match v.map(|n| n.0) {
+        Some(n) if !(min..=max).contains(&n) => {
+            Err(ApiError::schema(format!("{name} must be within [{min}, {max}], got {n}")))
+        }
+        other => Ok(other),
+    }
+}
+
+fn join_error(e: tokio::task::JoinError) -> ApiError {
+    tracing::error!(error = %e, "tool task failed");
+    ApiError::internal()
+}
+
+// --- remember ----------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RememberArgs {
+    subject: String,
+    predicate: String,
+    object: Value,
+    #[serde(default, deserialize_with = "present")]
+    confidence: Option<f64>,
+    #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    valid_from: Option<JsonInt>,
+    #[serde(default)]
+    valid_until: Option<JsonInt>,
+    #[serde(default)]
+    properties: Option<Map<String, Value>>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+/// Where remembered answers are kept: one scope per tool, apart from REST's.
+const IDEMPOTENCY_SCOPE: &str = "MCP tools/call ";
+
+/// Stored form of an idempotent tool answer: `{"ok": result}` or
+/// `{"error": {"code", "message", "status"}}`.
+fn stored(result: &Result<Value, ApiError>) -> Vec<u8> {
+    let v = match result {
+        Ok(v) => json!({"ok": v}),
+        Err(e) => json!({"error": {"code": e.code, "message": e.message, "status": e.status.as_u16()}}),
+    };
+    serde_json::to_vec(&v).expect("JSON serializes")
+}
+
+fn replayed(bytes: &[u8]) -> Result<Value, ApiError> {
+    let v: Value = serde_json::from_slice(bytes).map_err(|_| ApiError::internal())?;
+    if let Some(mut ok) = v.get("ok").cloned() {
+        if let Some(o) = ok.as_object_mut() {
+            o.insert("replayed".into(), Value::Bool(true));
+        }
+        return Ok(ok);
+    }
+    let e = &v["error"];
+    let code: &'static str = match e["code"].as_str() {
+        Some("Conflict") => "Conflict",
+        Some("NotFound") => "NotFound",
+        _ => "SchemaInvalid",
+    };
+    let status = e["status"]
+        .as_u64()
+        .and_then(|s| axum::http::StatusCode::from_u16(s as u16).ok())
+        .unwrap_or(axum::http::StatusCode::BAD_REQUEST);
+    Err(ApiError::new(status, code, e["message"].as_str().unwrap_or_default()))
+}
+
+fn engine_error_ref(e: &EngineError) -> Option<ApiError> {
+    match e {
+        EngineError::Invalid(m) => Some(ApiError::schema(m.clone())),
+        EngineError::Conflict(m) => Some(ApiError::new(axum::http::StatusCode::BAD_REQUEST, "Conflict", m.clone())),
+        EngineError::NotFound(_) => Some(ApiError::not_found()),
+        _ => None,
+    }
+}
+
+/// One write of `tenant`, replayed under the caller's `Idempotency-Key`.
+/// Answers caused by the call (argument errors, conflicts) are stored too;
+/// server errors are not, so such a call can be retried.
+async fn idempotent_write(
+    st: &AppState,
+    tenant: &str,
+    tool: &str,
+    key: Option<&[u8]>,
+    ops: Vec<WriteOp>,
+    render: fn(&tempora_storage::WriteOutcome) -> Value,
+) -> Result<Value, ApiError> {
+    let Some(key) = key else {
+        let out = st.memory.write(tenant, ops, None).await?.map_err(|_| ApiError::internal())?;
+        return Ok(render(&out));
+    };
+    let mut scoped = format!("{IDEMPOTENCY_SCOPE}{tool}").into_bytes();
+    scoped.push(0);
+    scoped.extend_from_slice(key);
+    let idem = Idempotency {
+        key: scoped,
+        render: Box::new(move |r| match r {
+            Ok(out) => Some(stored(&Ok(render(out)))),
+            Err(e) => engine_error_ref(e).map(|api| stored(&Err(api))),
+        }),
+    };
+    match st.memory.write(tenant, ops, Some(idem)).await? {
+        Ok(out) => Ok(render(&out)),
+        Err(bytes) => replayed(&bytes),
+    }
+}
+
+fn remember_result(out: &tempora_storage::WriteOutcome) -> Value {
+    match out.outcomes.first() {
+        Some(OpOutcome::Asserted(a)) => {
+            let v = asserted_json(a);
+            json!({"fact": a.fact, "superseded": v["superseded"], "continued": v["continued"], "tx": out.tx})
+        }
+        _ => unreachable!("one assert op"),
+    }
+}
+
+async fn remember(st: &AppState, caller: &CallerInfo, a: RememberArgs) -> Result<Value, ApiError> {
+    let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
+    let input = FactInput {
+        subject: a.subject,
+        predicate: a.predicate,
+        object: a.object,
+        confidence: a.confidence,
+        source: a.source,
+        valid_from: a.valid_from.map(|t| t.0),
+        valid_until: a.valid_until.map(|t| t.0),
+        properties: a.properties,
+    };
+    let ops = vec![WriteOp::Assert(input)];
+    idempotent_write(st, &tenant, schemas::REMEMBER, caller.idempotency_key.as_deref(), ops, remember_result).await
+}
+
+// --- recall ------------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecallArgs {
+    question: String,
+    #[serde(default)]
+    top_k: Option<JsonInt>,
+    #[serde(default)]
+    seeds: Option<Vec<String>>,
+    #[serde(default)]
+    subject: Option<String>,
+    #[serde(default)]
+    predicate: Option<String>,
+    #[serde(default)]
+    include_candidates: Option<bool>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+/// Full-text recall, read-your-writes: waits (bounded) until the index holds
+/// the tenant's writes made before the call. The flag says it did not.
+async fn search(st: &AppState, tenant: &str, req: SearchRequest) -> Result<(Vec<crate::search::rank::Fused>, bool), ApiError> {
+    let fresh = st.search.wait_fresh(tenant, FRESHNESS_WAIT).await;
+    let search = st.search.clone();
+    let tenant = tenant.to_string();
+    let (fused, _terms) = tokio::task::spawn_blocking(move || search.recall(&tenant, &req))
+        .await
+        .map_err(join_error)?
+        .map_err(search_error)?;
+    Ok((fused, !fresh))
+}
+
+fn question(q: &str) -> Result<String, ApiError> {
+    let q = q.trim();
+    if q.is_empty() {
+        return Err(ApiError::schema("question must not be empty"));
+    }
+    Ok(q.to_string())
+}
+
+fn seeds(seeds: Option<Vec<String>>) -> Result<Vec<String>, ApiError> {
+    let seeds: Vec<String> =
+        seeds.unwrap_or_default().into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+    if seeds.len() > MAX_SEEDS {
+        return Err(ApiError::schema(format!("at most {MAX_SEEDS} seeds, got {}", seeds.len())));
+    }
+    Ok(seeds)
+}
+
+async fn recall(st: &AppState, caller: &CallerInfo, a: RecallArgs) -> Result<Value, ApiError> {
+    let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
+    let req = SearchRequest {
+        question: question(&a.question)?,
+        top_k: range("top_k", a.top_k, 1, MAX_TOP_K as i64)?.map_or(DEFAULT_TOP_K, |k| k as usize),
+        as_of: None,
+        seeds: seeds(a.seeds)?,
+        subject: a.subject,
+        predicate: a.predicate,
+        include_candidates: a.include_candidates.unwrap_or(false),
+    };
+    let q = req.question.clone();
+    let (fused, stale) = search(st, &tenant, req).await?;
+    let matches: Vec<Value> =
+        fused.iter().map(|f| json!({"id": f.fact.id, "score": f.score, "reasons": f.reasons, "ranks": f.ranks})).collect();
+    let facts: Vec<Fact> = fused.into_iter().map(|f| f.fact).collect();
+    Ok(json!({"question": q, "facts": facts, "matches": matches, "stale": stale}))
+}
+
+// --- recall_as_of --------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecallAsOfArgs {
+    #[serde(default)]
+    question: Option<String>,
+    #[serde(default)]
+    subject: Option<String>,
+    #[serde(default)]
+    predicate: Option<String>,
+    #[serde(default)]
+    object: Option<Value>,
+    #[serde(default)]
+    as_of: Option<JsonInt>,
+    #[serde(default)]
+    as_of_tx: Option<JsonInt>,
+    #[serde(default)]
+    valid_at: Option<JsonInt>,
+    #[serde(default)]
+    limit: Option<JsonInt>,
+    #[serde(default)]
+    cursor: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+async fn recall_as_of(st: &AppState, caller: &CallerInfo, a: RecallAsOfArgs) -> Result<Value, ApiError> {
+    let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
+    let as_of = a.as_of.map(|t| t.0);
+    let as_of_tx = range("as_of_tx", a.as_of_tx, 0, i64::MAX)?;
+    if as_of.is_some() && as_of_tx.is_some() {
+        return Err(ApiError::schema("give as_of or as_of_tx, not both"));
+    }
+    let valid_at = a.valid_at.map(|t| t.0);
+    let times = json!({"as_of": as_of, "as_of_tx": as_of_tx, "valid_at": valid_at});
+    if let Some(q) = a.question.as_deref().filter(|q| !q.trim().is_empty()) {
+        if as_of_tx.is_some() {
+            return Err(ApiError::schema("with a question, give the record time as as_of (unix ms), not as_of_tx"));
+        }
+        if a.object.is_some() || a.cursor.is_some() {
+            return Err(ApiError::schema("object and cursor apply to exact reads, not to a question"));
+        }
+        let req = SearchRequest {
+            question: question(q)?,
+            top_k: range("limit", a.limit, 1, MAX_TOP_K as i64)?.map_or(DEFAULT_TOP_K, |k| k as usize),
+            as_of,
+            seeds: Vec::new(),
+            subject: a.subject,
+            predicate: a.predicate,
+            include_candidates: false,
+        };
+        let (fused, _stale) = search(st, &tenant, req).await?;
+        let facts: Vec<Fact> =
+            fused.into_iter().map(|f| f.fact).filter(|f| valid_at.is_none_or(|t| f.covers(t))).collect();
+        let mut out = times;
+        out["facts"] = json!(facts);
+        out["next_cursor"] = Value::Null;
+        return Ok(out);
+    }
+    let query = FactQuery {
+        subject: a.subject,
+        predicate: a.predicate,
+        object: a.object,
+        as_of: match (as_of, as_of_tx) {
+            (Some(t), _) => Some(AsOf::Time(t)),
+            (None, Some(tx)) => Some(AsOf::Tx(tx as Tx)),
+            (None, None) => None,
+        },
+        valid_at,
+        limit: range("limit", a.limit, 1, MAX_PAGE as i64)?.map_or(tempora_storage::DEFAULT_PAGE, |l| l as usize),
+        cursor: a.cursor,
+        ..Default::default()
+    };
+    let engine = st.memory.engine().clone();
+    let page = blocking(move || engine.query(&tenant, &query)).await?;
+    let mut out = times;
+    out["facts"] = json!(page.facts);
+    out["next_cursor"] = json!(page.next_cursor);
+    Ok(out)
+}
+
+// --- whats_changed -------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WhatsChangedArgs {
+    #[serde(default)]
+    since_tx: Option<JsonInt>,
+    #[serde(default)]
+    since: Option<JsonInt>,
+    #[serde(default)]
+    cursor: Option<JsonInt>,
+    #[serde(default)]
+    limit: Option<JsonInt>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+pub const DEFAULT_CHANGES: usize = 50;
+pub const MAX_CHANGES: usize = 500;
+
+fn change_json(c: &Change) -> Value {
+    let ids = |fs: &[Fact]| fs.iter().map(|f| f.id).collect::<Vec<_>>();
+    let events: Vec<Value> = c
+        .events
+        .iter()
+        .map(|e| match e {
+            ChangeEvent::Assert { fact, superseded, continued } => {
+                json!({"op": "assert", "fact": fact, "superseded": ids(superseded), "continued": ids(continued)})
+            }
+            ChangeEvent::Retract { fact } => json!({"op": "retract", "fact": fact}),
+            ChangeEvent::Cardinality(p) => json!({"op": "predicate", "predicate": p}),
+            ChangeEvent::Threshold(t) => json!({"op": "threshold", "threshold": t}),
+        })
+        .collect();
+    json!({"tx": c.tx, "recorded_at": c.recorded_at, "events": events})
+}
+
+/// The last tx of `tenant` recorded before `since`: the tenant's changes
+/// after it are exactly those recorded at or after `since`. Record times
+/// grow with tx, so a binary search over the log finds it in O(log tx)
+/// one-change reads.
+fn tx_before(engine: &tempora_storage::Engine, tenant: &str, since: i64) -> Result<Tx, EngineError> {
+    let (mut lo, mut hi) = (0u64, engine.last_tx().0);
+    // Invariant: the first change after `hi` (if any) is recorded at or
+    // after `since`; find the smallest such point.
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match engine.changes(tenant, mid, 1)?.first() {
+            Some(c) if c.recorded_at < since => lo = mid + 1,
+            _ => hi = mid,
+        }
+    }
+    Ok(lo)
+}
+
+async fn whats_changed(st: &AppState, caller: &CallerInfo, a: WhatsChangedArgs) -> Result<Value, ApiError> {
+    let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
+    let limit = range("limit", a.limit, 1, MAX_CHANGES as i64)?.map_or(DEFAULT_CHANGES, |l| l as usize);
+    let since_tx = range("since_tx", a.since_tx, 0, i64::MAX)?;
+    let cursor = range("cursor", a.cursor, 0, i64::MAX)?;
+    let since = a.since.map(|t| t.0);
+    let engine = st.memory.engine().clone();
+    let (changes, after) = blocking(move || {
+        let mut after = cursor.or(since_tx).unwrap_or(0) as Tx;
+        if cursor.is_none() {
+            if let Some(t) = since {
+                after = after.max(tx_before(&engine, &tenant, t)?);
+            }
+        }
+        // One more than the page, to know whether another follows.
+        let changes = engine.changes(&tenant, after, limit + 1)?;
+        Ok((changes, after))
+    })
+    .await?;
+    let more = changes.len() > limit;
+    let page = &changes[..changes.len().min(limit)];
+    let last = page.last().map_or(after, |c| c.tx);
+    Ok(json!({
+        "changes": page.iter().map(change_json).collect::<Vec<_>>(),
+        "next_cursor": if more { Some(last) } else { None },
+        "last_tx": last,
+    }))
+}
+
+// --- build_context -------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildContextArgs {
+    #[serde(default)]
+    goal: Option<String>,
+    #[serde(default)]
+    task: Option<String>,
+    #[serde(default)]
+    seeds: Option<Vec<String>>,
+    #[serde(default)]
+    project: Option<String>,
+    #[serde(default)]
+    token_budget: Option<JsonInt>,
+    #[serde(default)]
+    max_tokens: Option<JsonInt>,
+    #[serde(default)]
+    max_facts: Option<JsonInt>,
+    #[serde(default)]
+    max_pages: Option<JsonInt>,
+    #[serde(default)]
+    as_of: Option<JsonInt>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+/// Facts recalled for the goal on top of the seeds' neighbourhood (as
+/// `POST /api/context`).
+const RECALL_FOR_CONTEXT: usize = 16;
+
+async fn build_context(st: &AppState, caller: &CallerInfo, a: BuildContextArgs) -> Result<Value, ApiError> {
+    let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
+    let goal = match (a.goal, a.task) {
+        (Some(g), Some(t)) if g.trim() != t.trim() => {
+            return Err(ApiError::schema("goal and task are the same argument: give one"))
+        }
+        (g, t) => g.or(t).unwrap_or_default(),
+    };
+    let budget = match (a.token_budget, a.max_tokens) {
+        (Some(b), Some(m)) if b.0 != m.0 => {
+            return Err(ApiError::schema("token_budget and max_tokens are the same argument: give one"))
+        }
+        (b, m) => b.or(m),
+    };
+    let seeds = a.seeds.unwrap_or_default();
+    if seeds.is_empty() && a.project.is_none() && goal.trim().is_empty() {
+        return Err(ApiError::schema("give seeds, a project or a goal (task)"));
+    }
+    let non_negative = |name: &str, v: Option<JsonInt>| range(name, v, 0, i64::MAX).map(|v| v.map(|n| n as usize));
+    let req = context::ContextRequest {
+        seeds,
+        goal,
+        token_budget: non_negative("token_budget", budget)?,
+        project: a.project,
+        max_facts: range("max_facts", a.max_facts, 0, context::MAX_FACTS as i64)?
+            .map_or(context::DEFAULT_MAX_FACTS, |n| n as usize),
+        max_pages: non_negative("max_pages", a.max_pages)?.unwrap_or(context::DEFAULT_MAX_PAGES),
+        as_of: a.as_of.map(|t| t.0),
+    };
+    let recalled = if req.goal.trim().is_empty() {
+        Vec::new()
+    } else {
+        let sreq = SearchRequest {
+            question: req.goal.clone(),
+            top_k: RECALL_FOR_CONTEXT,
+            as_of: req.as_of,
+            ..Default::default()
+        };
+        search(st, &tenant, sreq).await?.0.into_iter().map(|f| f.fact).collect()
+    };
+    let engine = st.memory.engine().clone();
+    let packet = blocking(move || context::build(&engine, &tenant, &req, recalled)).await?;
+    Ok(serde_json::to_value(packet).expect("packets serialize"))
+}
+
+// --- explain_fact --------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainArgs {
+    id: String,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+async fn explain_fact(st: &AppState, caller: &CallerInfo, a: ExplainArgs) -> Result<Value, ApiError> {
+    let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
+    let id: FactId = a
+        .id
+        .trim()
+        .parse()
+        .map_err(|_| ApiError::schema(format!("id must be a fact id (a UUID), got {:?}", a.id)))?;
+    let engine = st.memory.engine().clone();
+    let (h, preds, succs) = blocking(move || {
+        let h = engine.history(&tenant, id)?;
+        let resolve = |ids: &[FactId]| -> Result<Vec<Fact>, EngineError> {
+            let mut out = Vec::new();
+            for i in ids {
+                if let Some(f) = engine.get(&tenant, *i, None)? {
+                    out.push(f);
+                }
+            }
+            Ok(out)
+        };
+        let preds = resolve(&h.predecessors)?;
+        let succs = resolve(&h.successors)?;
+        Ok((h, preds, succs))
+    })
+    .await
+    .map_err(|e| match e {
+        EngineError::NotFound(_) => ApiError::new(
+            axum::http::StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("no fact {id} in this namespace"),
+        ),
+        other => ApiError::from(other),
+    })?;
+    let Some(current) = h.versions.last().cloned() else {
+        return Err(ApiError::new(axum::http::StatusCode::NOT_FOUND, "NotFound", format!("no fact {id} in this namespace")));
+    };
+    let first = h.versions.first().expect("non-empty");
+    let provenance = json!({
+        "source": current.source,
+        "confidence": current.confidence,
+        "status": current.status,
+        "created_at": first.recorded_at,
+        "created_tx": first.tx,
+        "last_recorded_at": current.recorded_at,
+        "last_tx": current.tx,
+        "valid_from": current.valid_from,
+        "valid_until": current.valid_until,
+    });
+    Ok(json!({
+        "id": h.id,
+        "fact": current,
+        "provenance": provenance,
+        "versions": h.versions,
+        "predecessors": preds,
+        "successors": succs,
+    }))
+}
+
+// --- digest --------------------------------------------------------------------
+
+/// `digest` takes `POST /api/digest`'s body (DigestRequest) and a namespace.
+#[derive(Debug, Deserialize)]
+pub struct DigestArgs {
+    content: String,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+async fn digest(st: &AppState, caller: &CallerInfo, a: DigestArgs) -> Result<Value, ApiError> {
+    let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
+    if a.content.trim().is_empty() {
+        return Err(ApiError::schema("content must not be empty"));
+    }
+    let mut body = a.rest;
+    body.insert("content".into(), Value::String(a.content));
+    digest_pipeline(st, &tenant, body, caller.idempotency_key.as_deref()).await
+}
+
+/// The digest pipeline of `POST /api/digest`, run for `tenant` on a
+/// DigestRequest body.
+async fn digest_pipeline(
+    _st: &AppState,
+    _tenant: &str,
+    _body: Map<String, Value>,
+    _idempotency_key: Option<&[u8]>,
+) -> Result<Value, ApiError> {
+    Err(ApiError::new(
+        axum::http::StatusCode::NOT_IMPLEMENTED,
+        "NotImplemented",
+        "digest is not available in this version of tempora yet; use remember to store facts one by one",
+    ))
+}
