@@ -64,6 +64,25 @@ fn replay(bytes: &[u8]) -> Response {
     resp
 }
 
+/// The key as stored: route and key, so one key names one operation per route.
+fn scoped(route: &str, key: &[u8]) -> Vec<u8> {
+    let mut scoped = route.as_bytes().to_vec();
+    scoped.push(0);
+    scoped.extend_from_slice(key);
+    scoped
+}
+
+/// The stored reply to an earlier request with this key, if there is one:
+/// for routes that do expensive work (model calls) before their write, so a
+/// retry is answered without redoing it. (The write itself still checks.)
+pub async fn stored(st: &AppState, tenant: &str, route: &str, key: &IdempotencyKey) -> Result<Option<Response>, ApiError> {
+    let Some(k) = &key.0 else { return Ok(None) };
+    let engine = std::sync::Arc::clone(st.memory.engine());
+    let (tenant, scoped) = (tenant.to_string(), scoped(route, k));
+    let reply = crate::memory::blocking(move || engine.idempotent_reply(&tenant, &scoped)).await?;
+    Ok(reply.map(|bytes| replay(&bytes)))
+}
+
 /// Runs a write; `ok` renders a success body (answered with `status`).
 pub async fn write(
     st: &AppState,
@@ -81,11 +100,8 @@ pub async fn write(
     };
     let ok = std::sync::Arc::new(ok);
     let render_ok = std::sync::Arc::clone(&ok);
-    let mut scoped = route.as_bytes().to_vec();
-    scoped.push(0);
-    scoped.extend_from_slice(&key);
     let idem = Idempotency {
-        key: scoped,
+        key: scoped(route, &key),
         render: Box::new(move |r: &Result<WriteOutcome, EngineError>| match r {
             Ok(out) => Some(encode(status, &render_ok(out))),
             Err(e) => {

@@ -2,6 +2,7 @@
 //! health, metrics and the OpenAPI document. Handlers only translate between
 //! the wire and the memory layer; the rules live in the engine.
 
+pub mod digest;
 pub mod error;
 pub mod extract;
 pub mod facts;
@@ -60,6 +61,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/graph", get(recall::graph))
         .route("/api/context", post(recall::context))
         .route("/api/ask", post(recall::ask))
+        .route("/api/digest", post(digest::digest))
         .route("/api/search", get(search::search_get).post(search::search_post))
         .route("/api/session", post(session::login).delete(session::logout))
         .route("/api/stream", get(stream::stream))

@@ -29,7 +29,6 @@ pub const PLANNED: &[(&str, &str)] = &[
     ("/api/connectors/{name}/pull", "post"),
     ("/api/alerts", "get"),
     ("/api/reports", "get"),
-    ("/api/digest", "post"),
     ("/mcp", "post"),
 ];
 
@@ -370,6 +369,7 @@ fn reference_paths(doc: &mut Value) {
 
     recall_paths(paths);
     search_paths(paths);
+    digest_paths(paths);
 
     // GET /api/facts
     let list = &mut paths["/api/facts"]["get"];
@@ -665,19 +665,7 @@ fn recall_paths(paths: &mut Value) {
             "question": {"type": "string", "pattern": "\\S"},
             "top_k": {"type": "integer", "minimum": 1, "maximum": 100},
             "as_of": {"type": "integer", "format": "int64", "description": "Gather the evidence as memory stood at this time (unix ms)."},
-            "model": {
-                "type": "object",
-                "required": ["model"],
-                "additionalProperties": false,
-                "properties": {
-                    "base_url": {"type": "string", "pattern": "^https?://"},
-                    "api_key": {"type": "string"},
-                    "model": {"type": "string", "pattern": "\\S"},
-                    "temperature": {"type": "number"},
-                    "max_tokens": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64},
-                    "timeout_ms": {"type": "integer", "minimum": 0, "description": "Clamped to 100..600000 ms; default 30000."},
-                },
-            },
+            "model": model_config_schema(),
         },
     }]});
     a["responses"]["200"]["content"]["application/json"]["schema"] = json!({"allOf": [schema("AskResponse"), {
@@ -784,6 +772,114 @@ fn search_paths(paths: &mut Value) {
     p["responses"]["200"]["content"]["application/json"]["schema"] = result;
     p["responses"]["200"]["headers"] = stale_header;
     with_common_errors(&mut p["responses"], true);
+}
+
+/// A caller's model endpoint (`/api/ask`, `/api/digest`).
+fn model_config_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["model"],
+        "additionalProperties": false,
+        "description": "An OpenAI-compatible chat completions endpoint. The key is sent on the call only and never stored or logged.",
+        "properties": {
+            "base_url": {"type": "string", "pattern": "^https?://"},
+            "api_key": {"type": "string"},
+            "model": {"type": "string", "pattern": "\\S"},
+            "temperature": {"type": "number"},
+            "max_tokens": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64},
+            "timeout_ms": {"type": "integer", "minimum": 0, "description": "Clamped to 100..600000 ms; default 30000."},
+        },
+    })
+}
+
+/// `POST /api/digest`: formats, masking, models, the receipt.
+fn digest_paths(paths: &mut Value) {
+    use crate::digest::{formats::CONTENT_TYPES, mask::Strategy, pages, MAX_FACTS};
+    let d = &mut paths["/api/digest"]["post"];
+    d["description"] = json!(format!(
+        "Digest a document into facts, in one transaction (all of it lands or none). Structured content becomes \
+         facts without any model: a JSON object or array of objects, JSON Lines, CSV (the header row names the \
+         predicates), Markdown front matter and `key: value` lines. A record names its subject with `id`, \
+         `subject` or a `Type:id` `@id` (CSV: an `id` column, else the first column), typed by its `type` field, \
+         the request's `subject` type or `Record`; every other field is a predicate, and `Type:id` strings are \
+         edges. A record that cannot be read or stored is rejected with its reason (`rejections`); the others \
+         land. Every document is also kept as a page `Page:<uuid>` (title, body, source, content_type, and a \
+         `mentions` edge to each entity it names) that context packets attach. With `extract_model` (or \
+         `model`) a caller's OpenAI-compatible model proposes facts from the masked text and `judge_model` (or \
+         `model`) scores them: the score is the fact's confidence, so facts under `threshold` land as \
+         candidates. Keys are used for those calls only, never stored or logged; a model that fails answers 502 \
+         UpstreamError, one that times out 504 UpstreamTimeout, and nothing is written. PII is masked before \
+         anything is stored or sent: e-mails, phone numbers, Luhn-valid card numbers, mod-97-valid IBANs, IPv4 \
+         and IPv6 addresses, US-SSN-shaped ids (`shift_date` also moves ISO dates by a per-tenant offset); \
+         pattern-based, not a complete redaction guarantee (names and addresses are not detected). At most {MAX_FACTS} \
+         facts per digest (400 beyond, nothing written)."
+    ));
+    if let Some(ps) = d.get_mut("parameters").and_then(Value::as_array_mut) {
+        ps.extend([param("Tenant"), param("TenantHeader")]);
+    }
+    d["requestBody"]["content"]["application/json"]["schema"] = json!({"allOf": [schema("DigestRequest"), {
+        "type": "object",
+        "required": ["content"],
+        "description": "Unknown fields are refused (a misspelt field must not be silently ignored).",
+        "additionalProperties": false,
+        "properties": {
+            "content": {"type": "string", "pattern": "\\S", "description": "The document (at most the request body limit)."},
+            "content_type": {"type": "string", "enum": CONTENT_TYPES, "default": "text/markdown"},
+            "source": {"type": "string", "maxLength": tempora_storage::MAX_SOURCE_BYTES, "default": "upload"},
+            "threshold": {"type": "number", "minimum": 0, "maximum": 1, "description": "Facts whose confidence is below it land as candidates; default: the tenant's threshold (0.75)."},
+            "mask": {"type": "string", "enum": Strategy::NAMES, "default": "redact", "description": "`none` (an extension) stores the content as sent."},
+            "subject": {
+                "type": "string",
+                "pattern": "^[A-Za-z][A-Za-z0-9_-]*(:\\S+)?$",
+                "description": "Extension. An entity ref (`Person:sarah`): what records without an id (and a Markdown document without a front matter subject) are about. A type name (`Person`): the type of records without a `type` field.",
+            },
+            "extract_model": model_config_schema(),
+            "judge_model": model_config_schema(),
+            "model": model_config_schema(),
+        },
+    }]});
+    let rejection = json!({
+        "type": "object",
+        "required": ["record", "origin", "reason"],
+        "properties": {
+            "record": {"type": "integer", "minimum": 1, "description": "1-based: the content's records in order, then the extractor's proposals."},
+            "line": {"type": "integer", "minimum": 1, "description": "The content line the record starts on (JSON Lines, CSV, Markdown)."},
+            "origin": {"type": "string", "enum": ["content", "extract"]},
+            "reason": {"type": "string"},
+        },
+    });
+    let ok = &mut d["responses"]["200"];
+    ok["content"]["application/json"]["schema"] = json!({"allOf": [schema("IngestReceipt"), {
+        "type": "object",
+        "required": ["records", "asserted", "candidates", "rejected", "rejections", "facts", "page", "mentions", "tx"],
+        "properties": {
+            "records": {"type": "integer", "minimum": 0},
+            "asserted": {"type": "integer", "minimum": 0, "description": "Content facts stored active (the page's own facts are not counted)."},
+            "candidates": {"type": "integer", "minimum": 0},
+            "rejected": {"type": "integer", "minimum": 0, "description": "Records rejected."},
+            "rejections": {"type": "array", "items": rejection},
+            "facts": {"type": "array", "items": {"type": "string"}, "description": "Ids of the content facts, in record order."},
+            "page": {"type": "string", "pattern": "^Page:", "description": "The page kept for the document."},
+            "title": {"type": "string"},
+            "mentions": {"type": "array", "items": {"type": "string"}, "description": format!("Entities the page links to with `mentions` (at most {}).", pages::MAX_MENTIONS)},
+            "mentions_truncated": {"type": "boolean"},
+            "body_truncated": {"type": "boolean", "description": "The document was longer than a page body holds (256 KiB)."},
+            "content_type": {"type": "string"},
+            "source": {"type": "string"},
+            "mask": {"type": "string"},
+            "masked": {"type": "object", "additionalProperties": {"type": "integer"}, "description": "Items masked in the document, by kind (email, phone, card, iban, ip, national_id, date)."},
+            "mode": {"type": "string", "enum": ["structured", "model"]},
+            "threshold": {"type": "number"},
+            "tokens": {"type": "object", "properties": {"in": {"type": "integer"}, "out": {"type": "integer"}}},
+            "tx": {"type": "integer"},
+            "recorded_at": {"type": "integer"},
+        },
+    }]});
+    ok["headers"] = replayed_header();
+    d["responses"]["413"] = resp("PayloadTooLarge");
+    d["responses"]["502"] = error_response("A model endpoint failed or answered something unusable; nothing was written.", "UpstreamError", "the model endpoint answered HTTP 500: ...");
+    d["responses"]["504"] = error_response("A model endpoint did not answer in time; nothing was written.", "UpstreamTimeout", "the model endpoint did not answer within 30000 ms");
+    with_common_errors(&mut d["responses"], true);
 }
 
 fn replayed_header() -> Value {

@@ -174,7 +174,9 @@ async fn evidence(
     Ok((fused.0.into_iter().map(|f| f.fact).collect(), !fresh))
 }
 
-fn llm_error(e: LlmError) -> ApiError {
+/// The answer to a failed model call (also `/api/digest`'s): a bad
+/// configuration is the caller's (400), a timeout 504, anything else 502.
+pub(crate) fn llm_error(e: LlmError) -> ApiError {
     tracing::warn!(error = %e, "model call failed");
     match e {
         LlmError::Config(m) => ApiError::schema(m),
