@@ -44,6 +44,7 @@ const STREAM_WAIT: Duration = Duration::from_secs(120);
 /// JSON-RPC error codes.
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
+pub const INVALID_PARAMS: i64 = -32602;
 
 #[derive(Clone)]
 pub struct Endpoint {
@@ -231,6 +232,19 @@ fn check_message(message: &Value) -> Result<Value, Response> {
     if let Some(p) = obj.get("params") {
         if !p.is_object() {
             return Err(invalid(id, "params must be an object"));
+        }
+    }
+    if obj.get("method").and_then(Value::as_str) == Some("tools/call") {
+        let params = obj.get("params");
+        let bad = if !params.and_then(|p| p.get("name")).is_some_and(Value::is_string) {
+            Some("tools/call needs params.name, the tool's name")
+        } else if params.and_then(|p| p.get("arguments")).is_some_and(|a| !a.is_object() && !a.is_null()) {
+            Some("tools/call params.arguments must be an object")
+        } else {
+            None
+        };
+        if let Some(m) = bad {
+            return Err(rpc_error(StatusCode::OK, id, INVALID_PARAMS, m));
         }
     }
     Ok(id)
