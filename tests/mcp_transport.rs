@@ -33,7 +33,6 @@ impl Mcp {
     }
 
     /// A tools/call that must answer 200 with a result; returns the result.
-    #[track_caller]
     async fn call(&self, tool: &str, args: Value) -> Value {
         let r = self.rpc(json!(7), "tools/call", json!({"name": tool, "arguments": args})).await;
         assert_eq!(r.status.as_u16(), 200, "{}", r.text);
@@ -43,7 +42,6 @@ impl Mcp {
     }
 
     /// A successful call: structuredContent, and the same JSON as text.
-    #[track_caller]
     async fn ok(&self, tool: &str, args: Value) -> Value {
         let res = self.call(tool, args).await;
         assert_eq!(res["isError"], false, "{tool}: {res}");
@@ -55,7 +53,6 @@ impl Mcp {
     }
 
     /// A failed call: a result with isError and a message.
-    #[track_caller]
     async fn fails(&self, tool: &str, args: Value) -> String {
         let res = self.call(tool, args).await;
         assert_eq!(res["isError"], true, "{tool} should fail: {res}");
@@ -276,10 +273,20 @@ async fn tools_end_to_end() {
     mcp.fails("build_context", json!({})).await;
     mcp.fails("build_context", json!({"goal": "a", "task": "b"})).await;
 
-    // digest answers (a result, an error result until its pipeline is there), never a protocol error.
-    let res = mcp.call("digest", json!({"content": "Sarah joined Acme in 2024."})).await;
-    assert!(res["isError"].is_boolean(), "{res}");
+    // digest: POST /api/digest's pipeline, its receipt, its idempotency.
+    let args = json!({"content": "# Sarah\n\nSarah joined Acme as a staff engineer in 2024.", "source": "notes"});
+    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "digest", "arguments": args}});
+    let first = send(mcp.post().header("idempotency-key", "d-1").json(&body)).await;
+    let receipt = &first.json["result"]["structuredContent"];
+    assert_eq!(first.json["result"]["isError"], false, "{}", first.text);
+    assert_eq!(receipt["source"], "notes");
+    assert!(receipt["page"].as_str().is_some_and(|p| p.starts_with("Page:")), "{receipt}");
+    let again = send(mcp.post().header("idempotency-key", "d-1").json(&body)).await;
+    assert_eq!(again.json["result"]["structuredContent"]["tx"], receipt["tx"]);
+    assert_eq!(again.json["result"]["structuredContent"]["replayed"], true);
     mcp.fails("digest", json!({"content": ""})).await;
+    mcp.fails("digest", json!({"content": "x", "bogus": 1})).await;
+    mcp.fails("digest", json!({"content": "x", "mask": "nope"})).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

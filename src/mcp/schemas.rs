@@ -261,6 +261,7 @@ pub fn tools() -> Vec<ToolDef> {
                 `Idempotency-Key` header to make a retry safe.",
             input: object(&["content"], with_namespace(json!({
                 "content": {"type": "string", "minLength": 1, "description": "The raw content to digest."},
+                "subject": {"type": "string", "description": "The entity the content is about (`Type:id`), for lines that name none."},
                 "content_type": {"type": "string", "description": "MIME type of the content (default text/markdown)."},
                 "source": {"type": "string", "description": "Provenance label stamped on the facts (default upload)."},
                 "threshold": {"type": "number", "minimum": 0, "maximum": 1, "description": "Confidence below which facts are kept as candidates (default 0.75)."},
@@ -269,12 +270,18 @@ pub fn tools() -> Vec<ToolDef> {
                 "judge_model": {"type": "object", "description": "An OpenAI-compatible model that judges extracted facts."},
                 "model": {"type": "object", "description": "Fallback model for both."}
             }))),
-            output: json!({"type": "object", "properties": {
-                "asserted": {"type": "integer"},
-                "candidates": {"type": "integer"},
-                "records": {"type": "integer"},
-                "replayed": {"type": "boolean"}
-            }}),
+            output: output(&["records", "asserted", "candidates", "facts"], json!({
+                "records": {"type": "integer", "description": "Source records processed."},
+                "asserted": {"type": "integer", "description": "Facts stored as active."},
+                "candidates": {"type": "integer", "description": "Facts kept as unconfirmed candidates."},
+                "rejected": {"type": "integer"},
+                "facts": ids("The facts stored from the content."),
+                "page": {"type": ["string", "null"], "description": "The page entity the content was stored as, if any."},
+                "source": {"type": "string"},
+                "mode": {"type": "string", "description": "structured (no model) or model."},
+                "tx": {"type": "integer"},
+                "replayed": {"type": "boolean", "description": "True when this is the stored answer of an earlier call with the same Idempotency-Key."}
+            })),
             writes: true,
         },
     ]

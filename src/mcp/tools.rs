@@ -602,34 +602,48 @@ async fn explain_fact(st: &AppState, caller: &CallerInfo, a: ExplainArgs) -> Res
 /// `digest` takes `POST /api/digest`'s body (DigestRequest) and a namespace.
 #[derive(Debug, Deserialize)]
 pub struct DigestArgs {
-    content: String,
-    #[serde(flatten)]
-    rest: Map<String, Value>,
     #[serde(default)]
     namespace: Option<String>,
+    #[serde(flatten)]
+    body: Map<String, Value>,
 }
 
+/// Runs `POST /api/digest`'s pipeline (checks, masking, extraction, one
+/// atomic write, its `Idempotency-Key` scope) for the caller's namespace,
+/// and answers its receipt or its error.
 async fn digest(st: &AppState, caller: &CallerInfo, a: DigestArgs) -> Result<Value, ApiError> {
+    use crate::http::extract::{Caller, JsonBody, Object};
+    use crate::http::idempotency::{IdempotencyKey, REPLAYED};
     let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
-    if a.content.trim().is_empty() {
-        return Err(ApiError::schema("content must not be empty"));
+    let bytes = serde_json::to_vec(&Value::Object(a.body)).expect("JSON serializes");
+    let body: Object<crate::http::digest::DigestBody> = crate::http::extract::parse_json(&bytes)
+        .map_err(|e| ApiError::schema(e.message.replace("invalid JSON body", "invalid arguments")))?;
+    let who = Caller { principal: caller.principal.clone(), tenant: Some(tenant) };
+    let key = IdempotencyKey(caller.idempotency_key.clone());
+    let resp = match crate::http::digest::digest(axum::extract::State(st.clone()), who, key, JsonBody(body)).await {
+        Ok(r) => r,
+        Err(e) => return Err(e),
+    };
+    let status = resp.status();
+    let replayed = resp.headers().contains_key(REPLAYED);
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.map_err(|_| ApiError::internal())?;
+    let mut v: Value = serde_json::from_slice(&bytes).map_err(|_| ApiError::internal())?;
+    if !status.is_success() {
+        let code = match v["error"]["code"].as_str() {
+            Some("Conflict") => "Conflict",
+            Some("NotFound") => "NotFound",
+            Some("UpstreamError") => "UpstreamError",
+            Some("UpstreamTimeout") => "UpstreamTimeout",
+            Some("PayloadTooLarge") => "PayloadTooLarge",
+            Some("SchemaInvalid") => "SchemaInvalid",
+            _ => "Internal",
+        };
+        return Err(ApiError::new(status, code, v["error"]["message"].as_str().unwrap_or("failed")));
     }
-    let mut body = a.rest;
-    body.insert("content".into(), Value::String(a.content));
-    digest_pipeline(st, &tenant, body, caller.idempotency_key.as_deref()).await
-}
-
-/// The digest pipeline of `POST /api/digest`, run for `tenant` on a
-/// DigestRequest body.
-async fn digest_pipeline(
-    _st: &AppState,
-    _tenant: &str,
-    _body: Map<String, Value>,
-    _idempotency_key: Option<&[u8]>,
-) -> Result<Value, ApiError> {
-    Err(ApiError::new(
-        axum::http::StatusCode::NOT_IMPLEMENTED,
-        "NotImplemented",
-        "digest is not available in this version of tempora yet; use remember to store facts one by one",
-    ))
+    if replayed {
+        if let Some(o) = v.as_object_mut() {
+            o.insert("replayed".into(), Value::Bool(true));
+        }
+    }
+    Ok(v)
 }

@@ -240,14 +240,11 @@ async def open_mode(binary: str) -> None:
             check(r["provenance"]["source"] == "hr-feed", "explain_fact provenance")
             await s.fails("explain_fact", {"id": "nope"})
 
-            res = await conn.call("digest", {"content": "Sarah joined Acme as a staff engineer in 2024."})
-            if is_error(res):
-                print(f"  digest: error result ({text_of(res)[:80]})")
-                check(True, "digest answers")
-            else:
-                jsonschema.validate(structured(res), schemas["digest"])
-                check(True, "digest answers")
+            r = await s.ok("digest", {"content": "# Sarah\n\nSarah joined Acme as a staff engineer in 2024.",
+                                      "source": "notes"})
+            check(r["source"] == "notes" and r["page"].startswith("Page:"), f"digest receipt: {r}")
             await s.fails("digest", {"content": ""})
+            await s.fails("digest", {"content": "x", "mask": "nope"})
 
             await s.fails("recall", {"question": "x", "namespace": "elsewhere"})
 
