@@ -13,6 +13,11 @@
 //!    predicate, unconfirmed candidates, low confidence, facts whose valid
 //!    time is over, and facts not re-recorded for a year.
 //!
+//! 5. Pages: the digested documents (`crate::digest::pages`) that mention
+//!    the packet's entities, seeds first, newest first, as snippets. A
+//!    page's own facts are not candidates (unless the page is a seed): its
+//!    body could fill any budget, and the snippet stands for it.
+//!
 //! Reference time for "over" and "a year" is `as_of` when given, else the
 //! record time of the tenant's last write, never the wall clock (nor another
 //! tenant's writes): a packet changes only when the tenant's memory does.
@@ -20,6 +25,7 @@
 use super::text::{bm25, fact_text, terms};
 use super::tokens::fact_tokens;
 use super::collect;
+use crate::digest::pages::{cut_chars, is_page, MENTIONS};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use tempora_storage::{
@@ -30,6 +36,11 @@ use tempora_storage::{
 pub const DEFAULT_MAX_FACTS: usize = 64;
 pub const MAX_FACTS: usize = 1000;
 pub const DEFAULT_MAX_PAGES: usize = 8;
+pub const MAX_PAGES: usize = 100;
+/// Characters of a page body a snippet keeps.
+pub const SNIPPET_CHARS: usize = 500;
+/// `mentions` edges read per entity when looking for its pages.
+const MENTIONS_PER_ENTITY: usize = 1000;
 pub const MAX_SEEDS: usize = 32;
 /// Facts read per entity and direction.
 const PER_ENTITY: usize = 500;
@@ -149,6 +160,9 @@ pub fn build(
     let mut cands: Vec<Candidate> = Vec::new();
     let mut seen: HashSet<FactId> = HashSet::new();
     let mut push = |cands: &mut Vec<Candidate>, fact: Fact, origin: Origin| {
+        if is_page(&fact.subject) && !seeds.contains(&fact.subject) {
+            return;
+        }
         if seen.insert(fact.id) {
             cands.push(Candidate { fact, origin });
         }
@@ -173,7 +187,11 @@ pub fn build(
                 ..Default::default()
             };
             for f in collect(engine, tenant, &q, PER_ENTITY)?.0 {
-                if !seeds.contains(&f.subject) && !hop_entities.contains(&f.subject) && is_entity_ref(&f.subject) {
+                if !seeds.contains(&f.subject)
+                    && !hop_entities.contains(&f.subject)
+                    && is_entity_ref(&f.subject)
+                    && !is_page(&f.subject)
+                {
                     hop_entities.push(f.subject.clone());
                 }
                 push(&mut cands, f, Origin::Inbound);
@@ -299,6 +317,7 @@ pub fn build(
         tokens,
         total_tokens
     );
+    let pages = page_snippets(engine, tenant, &entities, req.max_pages.min(MAX_PAGES), as_of)?;
     let ranking = chosen.iter().map(|(_, r)| r.clone()).collect();
     let facts = chosen.iter().map(|(i, _)| cands[*i].fact.clone()).collect();
     Ok(ContextPacket {
@@ -308,13 +327,65 @@ pub fn build(
         entities,
         facts,
         ranking,
-        // Narrative pages (from digests) attach here once they are stored.
-        pages: Vec::new(),
+        pages,
         tokens,
         total_tokens,
         candidates: cands.len(),
         warnings,
     })
+}
+
+/// The pages mentioning `entities` (in that order; each entity's newest
+/// first), at most `max`, each page once, as snippets.
+fn page_snippets(
+    engine: &Engine,
+    tenant: &str,
+    entities: &[String],
+    max: usize,
+    as_of: Option<AsOf>,
+) -> Result<Vec<PageSnippet>, EngineError> {
+    let mut out: Vec<PageSnippet> = Vec::new();
+    let mut taken: HashSet<String> = HashSet::new();
+    for entity in entities.iter().filter(|e| !is_page(e)) {
+        if out.len() >= max {
+            break;
+        }
+        let q = FactQuery {
+            predicate: Some(MENTIONS.to_string()),
+            object: Some(serde_json::Value::String(entity.clone())),
+            as_of,
+            ..Default::default()
+        };
+        let mut links = collect(engine, tenant, &q, MENTIONS_PER_ENTITY)?.0;
+        links.retain(|f| is_page(&f.subject));
+        links.sort_by(|a, b| b.created_tx.cmp(&a.created_tx).then_with(|| a.subject.cmp(&b.subject)));
+        for link in links {
+            if out.len() >= max {
+                break;
+            }
+            if !taken.insert(link.subject.clone()) {
+                continue;
+            }
+            let field = |predicate: &str| -> Result<Option<String>, EngineError> {
+                let q = FactQuery {
+                    subject: Some(link.subject.clone()),
+                    predicate: Some(predicate.to_string()),
+                    as_of,
+                    limit: 1,
+                    ..Default::default()
+                };
+                Ok(engine.query(tenant, &q)?.facts.into_iter().next().and_then(|f| f.object.as_str().map(String::from)))
+            };
+            out.push(PageSnippet {
+                id: link.subject.clone(),
+                subject: entity.clone(),
+                title: field("title")?.unwrap_or_default(),
+                body: cut_chars(&field("body")?.unwrap_or_default(), SNIPPET_CHARS),
+                source: field("source")?,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// The ranking score: relevance to the goal weighs most, then closeness to

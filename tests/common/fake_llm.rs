@@ -15,6 +15,21 @@
 //! | `malformed`  | 200 with a body that is not JSON |
 //! | `no-choices` | 200 with JSON lacking `choices` (chat) / `data` (embeddings) |
 //! | `echo-key`   | 401 whose body quotes the `Authorization` header back, as some providers do |
+//! | `flaky-N`    | the first N requests of this model answer 500, later ones like `ok` |
+//! | `garbled-N`  | the first N requests of this model answer 200 with a body that is not JSON, later ones like `ok` |
+//! | `junk`       | 200, a well-formed completion whose content is prose ([`JUNK_CONTENT`]) |
+//!
+//! Chat requests whose system prompt is a digest's (`/api/digest`) get a
+//! deterministic answer of that role instead of [`OK_CONTENT`]:
+//! - extractor ("You extract facts"): [`extracted`] of the user message:
+//!   the fixed proposals of [`EXTRACTED`], plus `Person:sarah contact <token>`
+//!   for the first masked token (`[...]`) the document holds;
+//! - judge ("You judge facts"): `{"scores": [...]}` with one score per
+//!   numbered fact line: [`RUMOR_SCORE`] for a line containing `rumor`,
+//!   [`JUDGE_SCORE`] for the others.
+//!
+//! Embeddings are a bag of words (see [`embedding`]): texts that share words,
+//! or [`SYNONYMS`] of them, get similar vectors.
 //!
 //! Dropping the handle stops the server.
 #![allow(dead_code)]
@@ -31,10 +46,58 @@ use std::time::Duration;
 
 /// The chat content of a successful answer.
 pub const OK_CONTENT: &str = "Acme.\nConfidence: 0.9";
+/// The judge's score of a fact line, and of one about a rumor.
+pub const JUDGE_SCORE: f64 = 0.9;
+pub const RUMOR_SCORE: f64 = 0.2;
+/// The content of the `junk` behaviour.
+pub const JUNK_CONTENT: &str = "I am sorry, I cannot help with that.";
+/// The extractor's fixed proposals: three usable facts and one without a subject.
+pub const EXTRACTED: &str = r#"[
+  {"subject": "Person:sarah", "predicate": "works_at", "object": "Org:acme", "confidence": 0.95},
+  {"subject": "Person:sarah", "predicate": "role", "object": "staff engineer", "confidence": 0.9},
+  {"subject": "Person:sarah", "predicate": "rumor", "object": "leaving for Org:globex", "confidence": 0.8},
+  {"subject": "", "predicate": "broken", "object": 1}
+]"#;
+
+/// The extractor's answer to a user message.
+pub fn extracted(user: &str) -> String {
+    let mut facts: Vec<Value> = serde_json::from_str(EXTRACTED).unwrap();
+    if let Some(start) = user.find('[') {
+        if let Some(len) = user[start..].find(']') {
+            let token = &user[start..start + len + 1];
+            facts.push(json!({"subject": "Person:sarah", "predicate": "contact", "object": token, "confidence": 0.85}));
+        }
+    }
+    json!({"facts": facts}).to_string()
+}
+
+/// The judge's answer to a user message.
+pub fn judged(user: &str) -> String {
+    let scores: Vec<f64> = user
+        .lines()
+        .filter(|l| l.starts_with('[') && l.split_once(']').is_some_and(|(n, _)| n[1..].parse::<u32>().is_ok()))
+        .map(|l| if l.contains("rumor") { RUMOR_SCORE } else { JUDGE_SCORE })
+        .collect();
+    json!({"scores": scores}).to_string()
+}
+
 /// How long the `slow` behaviour waits before answering.
 pub const SLOW: Duration = Duration::from_secs(3);
 /// Length of the vectors the embeddings endpoint returns.
-pub const EMBED_DIM: usize = 8;
+pub const EMBED_DIM: usize = 1024;
+
+/// Words the fake embedding treats as the same word: `(word, stands for)`.
+pub const SYNONYMS: &[(&str, &str)] = &[
+    ("employer", "works"),
+    ("employs", "works"),
+    ("workplace", "works"),
+    ("job", "works"),
+    ("cellist", "cello"),
+    ("violoncello", "cello"),
+    ("residence", "lives"),
+    ("home", "lives"),
+    ("spouse", "married"),
+];
 
 /// One request the fake endpoint received.
 #[derive(Debug, Clone)]
@@ -45,6 +108,15 @@ pub struct Recorded {
 }
 
 type Log = Arc<Mutex<Vec<Recorded>>>;
+
+/// Requests seen per model name (for `flaky-N` and `garbled-N`).
+type Counts = Arc<Mutex<std::collections::HashMap<String, usize>>>;
+
+#[derive(Clone, Default)]
+struct Shared {
+    log: Log,
+    counts: Counts,
+}
 
 pub struct FakeLlm {
     /// e.g. `http://127.0.0.1:41234/v1`: what a model config's `base_url` takes.
@@ -59,11 +131,12 @@ impl FakeLlm {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the fake model endpoint");
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
-        let requests: Log = Arc::default();
+        let shared = Shared::default();
+        let requests = Arc::clone(&shared.log);
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/v1/embeddings", post(embeddings))
-            .with_state(Arc::clone(&requests));
+            .with_state(shared);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -84,6 +157,24 @@ impl FakeLlm {
     pub fn requests(&self) -> Vec<Recorded> {
         self.requests.lock().unwrap().clone()
     }
+
+    /// Every input of every embeddings request so far (answered or not),
+    /// in arrival order.
+    pub fn embed_inputs(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .filter(|r| r.path == "/v1/embeddings")
+            .flat_map(|r| inputs_of(&r.body))
+            .collect()
+    }
+}
+
+fn inputs_of(body: &Value) -> Vec<String> {
+    match &body["input"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a.iter().map(|v| v.as_str().unwrap_or_default().to_string()).collect(),
+        _ => Vec::new(),
+    }
 }
 
 impl Drop for FakeLlm {
@@ -97,12 +188,36 @@ impl Drop for FakeLlm {
     }
 }
 
-/// The deterministic embedding of `input`: byte sums in [`EMBED_DIM`]
-/// buckets, normalised to unit length (the zero vector stays zero).
+/// The words of `input` as the fake embedding sees them: lower-cased runs
+/// of letters and digits, synonyms replaced (see [`SYNONYMS`]).
+pub fn embedding_words(input: &str) -> Vec<String> {
+    input
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let w = w.to_lowercase();
+            SYNONYMS.iter().find(|(s, _)| *s == w).map(|(_, to)| to.to_string()).unwrap_or(w)
+        })
+        .collect()
+}
+
+/// The bucket of a word (FNV-1a).
+pub fn bucket(word: &str) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in word.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % EMBED_DIM as u64) as usize
+}
+
+/// The deterministic embedding of `input`: a bag of words, each word (after
+/// [`SYNONYMS`]) counted in its [`bucket`] of [`EMBED_DIM`], normalised to
+/// unit length (the zero vector stays zero).
 pub fn embedding(input: &str) -> Vec<f32> {
     let mut v = vec![0f32; EMBED_DIM];
-    for (i, b) in input.bytes().enumerate() {
-        v[i % EMBED_DIM] += b as f32;
+    for w in embedding_words(input) {
+        v[bucket(&w)] += 1.0;
     }
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
@@ -113,11 +228,25 @@ pub fn embedding(input: &str) -> Vec<f32> {
 
 /// Records the request; `None` means answer normally, `Some` is the answer
 /// of a failing behaviour.
-async fn record_and_misbehave(log: &Log, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> (Value, Option<Response>) {
+async fn record_and_misbehave(st: &Shared, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> (Value, Option<Response>) {
     let json: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(String::from);
-    log.lock().unwrap().push(Recorded { path: uri.path().to_string(), authorization: authorization.clone(), body: json.clone() });
-    let failure = match json["model"].as_str().unwrap_or("") {
+    st.log.lock().unwrap().push(Recorded { path: uri.path().to_string(), authorization: authorization.clone(), body: json.clone() });
+    let model = json["model"].as_str().unwrap_or("").to_string();
+    let seen = {
+        let mut counts = st.counts.lock().unwrap();
+        let n = counts.entry(model.clone()).or_insert(0);
+        *n += 1;
+        *n
+    };
+    let first_n = |prefix: &str| model.strip_prefix(prefix).and_then(|n| n.parse::<usize>().ok()).is_some_and(|n| seen <= n);
+    if first_n("flaky-") {
+        return (json, Some((StatusCode::INTERNAL_SERVER_ERROR, "upstream exploded").into_response()));
+    }
+    if first_n("garbled-") {
+        return (json, Some((StatusCode::OK, [("content-type", "application/json")], "{\"data\": [").into_response()));
+    }
+    let failure = match model.as_str() {
         "fail-500" => Some((StatusCode::INTERNAL_SERVER_ERROR, "upstream exploded").into_response()),
         "malformed" => Some((StatusCode::OK, [("content-type", "application/json")], "{\"choices\": [").into_response()),
         "echo-key" => {
@@ -133,37 +262,44 @@ async fn record_and_misbehave(log: &Log, uri: &Uri, headers: &HeaderMap, body: &
     (json, failure)
 }
 
-async fn chat(State(log): State<Log>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    let (req, failure) = record_and_misbehave(&log, &uri, &headers, &body).await;
+async fn chat(State(st): State<Shared>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let (req, failure) = record_and_misbehave(&st, &uri, &headers, &body).await;
     if let Some(r) = failure {
         return r;
     }
     if req["model"] == "no-choices" {
         return axum::Json(json!({"id": "x", "object": "chat.completion", "usage": {"prompt_tokens": 1}})).into_response();
     }
+    let system = req["messages"][0]["content"].as_str().unwrap_or_default();
+    let user = req["messages"][1]["content"].as_str().unwrap_or_default();
+    let content = if req["model"] == "junk" {
+        JUNK_CONTENT.to_string()
+    } else if system.starts_with("You extract facts") {
+        extracted(user)
+    } else if system.starts_with("You judge facts") {
+        judged(user)
+    } else {
+        OK_CONTENT.to_string()
+    };
     axum::Json(json!({
         "id": "chatcmpl-test",
         "object": "chat.completion",
         "model": req["model"],
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": OK_CONTENT}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 50, "completion_tokens": 3, "total_tokens": 53},
     }))
     .into_response()
 }
 
-async fn embeddings(State(log): State<Log>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    let (req, failure) = record_and_misbehave(&log, &uri, &headers, &body).await;
+async fn embeddings(State(st): State<Shared>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let (req, failure) = record_and_misbehave(&st, &uri, &headers, &body).await;
     if let Some(r) = failure {
         return r;
     }
     if req["model"] == "no-choices" {
         return axum::Json(json!({"object": "list"})).into_response();
     }
-    let inputs: Vec<String> = match &req["input"] {
-        Value::String(s) => vec![s.clone()],
-        Value::Array(a) => a.iter().map(|v| v.as_str().unwrap_or_default().to_string()).collect(),
-        _ => Vec::new(),
-    };
+    let inputs = inputs_of(&req);
     let data: Vec<Value> = inputs
         .iter()
         .enumerate()
