@@ -16,6 +16,10 @@ What it does:
      hold no control characters (the engine's input limits, documented in
      /openapi.json as a pattern). Lengths are cut to the engine's limits in
      bytes (the schema's maxLength counts characters).
+   - POST /api/digest: `content` declared `application/json` must parse as
+     a JSON object or array (a document that does not is rightly answered
+     400); a positive case whose content does not is sent as text/plain.
+     `source` is cut to the engine's limit in bytes.
    Negative cases are left alone: whatever makes them invalid still does.
 
 2. Every case gets its own `Idempotency-Key`: a repeated key (the spec's
@@ -37,6 +41,7 @@ request stored, not on the request's shape.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -100,6 +105,21 @@ def _fix_fact(fact):
             fact["valid_from"] = until - 1
 
 
+def _fix_digest(body):
+    if body.get("content_type") == "application/json" and isinstance(body.get("content"), str):
+        try:
+            ok = isinstance(json.loads(body["content"]), (dict, list))
+        except ValueError:
+            ok = False
+        if not ok:
+            body["content_type"] = "text/plain"
+    source = body.get("source")
+    if isinstance(source, str):
+        while len(source.encode("utf-8", "surrogatepass")) > 2048:
+            source = source[:-1]
+        body["source"] = source
+
+
 @schemathesis.hook
 def before_call(ctx, case, kwargs):
     # Runs before every request of every phase; schemathesis revalidates the case after it.
@@ -118,8 +138,15 @@ def before_call(ctx, case, kwargs):
         # tests/http_recall.rs drives the model path against a real local OpenAI-compatible
         # server, including its failures.
         case.body.pop("model", None)
+    if key == ("POST", "/api/digest") and isinstance(case.body, dict):
+        # The same for the digest's three model configs (tests/http_digest.rs drives them
+        # against the local OpenAI-compatible server).
+        for field in ("model", "extract_model", "judge_model"):
+            case.body.pop(field, None)
     if not _positive(case):
         return
+    if key == ("POST", "/api/digest") and isinstance(case.body, dict):
+        _fix_digest(case.body)
     if key in READS_AS_OF and isinstance(case.query, MutableMapping):
         case.query.pop("cursor", None)
         if "as_of" in case.query and "as_of_tx" in case.query:

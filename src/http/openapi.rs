@@ -594,9 +594,12 @@ fn recall_paths(paths: &mut Value) {
          the candidates) + 0.25 closeness to the seeds (1.0 own fact, 0.8 pointing at a seed, 0.5 one hop out, 0.3 recalled for the goal only) + 0.20 confidence + 0.15 recency, ties by fact id, so \
          the same memory gives the same packet. Trimmed to `max_facts` (default {}, at most {}) and to \
          `token_budget`, where a fact costs the tokens of its rendered line (one per 4 bytes, at least one per \
-         word). Warnings: conflict, candidate, low_confidence, expired, stale, budget. Narrative pages attach \
-         once digests are stored.",
-        c["description"].as_str().unwrap_or_default(), context::DEFAULT_MAX_FACTS, context::MAX_FACTS
+         word). Warnings: conflict, candidate, low_confidence, expired, stale, budget. `pages`: the digested \
+         documents (POST /api/digest) that mention the packet's entities, the seeds' first, newest first, at most \
+         `max_pages` (default {}, at most {}; not counted in the token budget), each with a snippet of its body \
+         (the first {} characters); a page's own facts are not among the packet's facts unless the page is a seed.",
+        c["description"].as_str().unwrap_or_default(), context::DEFAULT_MAX_FACTS, context::MAX_FACTS,
+        context::DEFAULT_MAX_PAGES, context::MAX_PAGES, context::SNIPPET_CHARS
     ));
     if let Some(ps) = c.get_mut("parameters").and_then(Value::as_array_mut) {
         ps.extend(tenant_params.clone());
@@ -620,7 +623,7 @@ fn recall_paths(paths: &mut Value) {
             "as_of": {"type": ["integer", "null"], "format": "int64"},
             "token_budget": {"type": "integer", "minimum": 0},
             "max_facts": {"type": "integer", "minimum": 0},
-            "max_pages": {"type": "integer", "minimum": 0},
+            "max_pages": {"type": "integer", "minimum": 0, "description": "Values above the maximum are clamped to it; 0 asks for no pages."},
         },
     }]});
     c["responses"]["200"]["content"]["application/json"]["schema"] = json!({"allOf": [schema("ContextPacket"), {
