@@ -68,6 +68,8 @@ pub struct FileConfig {
     pub limits: FileLimits,
     #[serde(default)]
     pub outbound: FileOutbound,
+    #[serde(default)]
+    pub embeddings: crate::embed::FileEmbeddings,
 }
 
 /// `[outbound]`: requests the server makes to URLs callers choose.
@@ -157,6 +159,8 @@ pub struct Config {
     pub auth: AuthConfig,
     pub limits: Limits,
     pub outbound: crate::outbound::Policy,
+    /// `[embeddings]`; `None` when off.
+    pub embeddings: Option<crate::embed::EmbeddingsConfig>,
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./tempora-data";
@@ -243,8 +247,10 @@ impl Config {
             },
             None => file_cfg.outbound.allow_private.unwrap_or(false),
         };
+        let embeddings = crate::embed::EmbeddingsConfig::resolve(file_cfg.embeddings, env)?;
         let cfg = Config {
             auth,
+            embeddings,
             limits,
             outbound: crate::outbound::Policy { allow_private },
             data_dir,
@@ -391,5 +397,29 @@ mod tests {
         std::fs::write(&file, "data_dri = \"typo\"\n").unwrap();
         let err = Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap_err();
         assert!(format!("{err:#}").contains("data_dri"), "{err:#}");
+    }
+
+    #[test]
+    fn embeddings_are_off_by_default_and_the_key_stays_out_of_the_file() {
+        assert!(Config::load(None, &env_of(&[]), Overrides::default()).unwrap().embeddings.is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(
+            &file,
+            "[embeddings]\nbase_url = \"https://emb.example.com/v1\"\nmodel = \"m\"\napi_key_env = \"EMB_KEY\"\nbatch_size = 16\ndimensions = 256\ntimeout_ms = 5000\n",
+        )
+        .unwrap();
+        let c = Config::load(Some(&file), &env_of(&[("EMB_KEY", "sk-emb-1")]), Overrides::default()).unwrap();
+        let e = c.embeddings.as_ref().unwrap();
+        assert_eq!((e.batch_size, e.dimensions, e.timeout_ms), (16, Some(256), 5000));
+        assert_eq!(e.api_key.as_deref(), Some("sk-emb-1"));
+        assert!(!format!("{c:?}").contains("sk-emb-1"));
+        let env = env_of(&[("TEMPORA_EMBEDDINGS_MODEL", "m2"), ("TEMPORA_EMBEDDINGS_BASE_URL", "http://127.0.0.1:9/v1")]);
+        let c = Config::load(Some(&file), &env, Overrides::default()).unwrap();
+        let e = c.embeddings.unwrap();
+        assert_eq!((e.model.as_str(), e.base_url.as_str(), e.api_key.as_deref()), ("m2", "http://127.0.0.1:9/v1", None));
+        std::fs::write(&file, "[embeddings]\nmodel = \"m\"\nbase_url = \"http://x/v1\"\napi_key = \"sk-in-file\"\n").unwrap();
+        let err = Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap_err();
+        assert!(format!("{err:#}").contains("api_key"), "a key in the file is refused: {err:#}");
     }
 }

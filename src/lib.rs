@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod config;
 pub mod digest;
+pub mod embed;
 pub mod http;
 pub mod json;
 pub mod llm;

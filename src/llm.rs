@@ -99,7 +99,36 @@ impl Client {
 
     /// Embeddings of `inputs`, in input order.
     pub async fn embed(&self, cfg: &ModelConfig, inputs: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
-        let v = self.post(cfg, "embeddings", &json!({"model": cfg.model, "input": inputs})).await?;
+        self.embed_with(cfg, inputs, None).await
+    }
+
+    /// Embeddings of `inputs`, in input order, asking for `dimensions`
+    /// (models that can shorten their vectors) when given. Every vector has
+    /// the same length (`dimensions` when given) and finite values, or the
+    /// answer is malformed.
+    pub async fn embed_with(
+        &self,
+        cfg: &ModelConfig,
+        inputs: &[String],
+        dimensions: Option<u32>,
+    ) -> Result<Vec<Vec<f32>>, LlmError> {
+        let mut body = json!({"model": cfg.model, "input": inputs});
+        if let Some(d) = dimensions {
+            body["dimensions"] = json!(d);
+        }
+        let out = self.embed_request(cfg, inputs, &body).await?;
+        let want = dimensions.map(|d| d as usize).or_else(|| out.first().map(Vec::len)).unwrap_or(0);
+        if let Some(v) = out.iter().find(|v| v.len() != want) {
+            return Err(LlmError::Malformed(format!("an embedding has {} dimensions, expected {want}", v.len())));
+        }
+        if out.iter().flatten().any(|x| !x.is_finite()) {
+            return Err(LlmError::Malformed("an embedding holds a non-finite number".into()));
+        }
+        Ok(out)
+    }
+
+    async fn embed_request(&self, cfg: &ModelConfig, inputs: &[String], body: &Value) -> Result<Vec<Vec<f32>>, LlmError> {
+        let v = self.post(cfg, "embeddings", body).await?;
         let data = v.get("data").and_then(Value::as_array).ok_or_else(|| LlmError::Malformed("no data array".into()))?;
         if data.len() != inputs.len() {
             return Err(LlmError::Malformed(format!("{} embeddings for {} inputs", data.len(), inputs.len())));

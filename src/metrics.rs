@@ -1,6 +1,7 @@
 //! Prometheus metrics: requests by route and status, latency histograms,
 //! facts by status, stream subscribers, and the engine's commit groups and
-//! sync timings, and the recall index's lag and throughput.
+//! sync timings, the recall index's lag and throughput, and the embedding
+//! worker's progress and failures.
 
 use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -22,6 +23,12 @@ pub struct Metrics {
     search_lag: IntGauge,
     search_docs: prometheus::IntCounter,
     search_watermark: Arc<AtomicU64>,
+    embed_facts: prometheus::IntCounter,
+    embed_failures: IntCounterVec,
+    embed_vectors: IntGauge,
+    embed_lag: IntGauge,
+    embed_watermark: Arc<AtomicU64>,
+    embed_on: std::sync::atomic::AtomicBool,
 }
 
 impl Metrics {
@@ -59,8 +66,31 @@ impl Metrics {
             "Documents written to the recall index (added or replaced)",
         )
         .unwrap();
+        let embed_facts = prometheus::IntCounter::new(
+            "tempora_embeddings_facts_total",
+            "Facts embedded and their vectors stored",
+        )
+        .unwrap();
+        let embed_failures = IntCounterVec::new(
+            Opts::new(
+                "tempora_embeddings_failures_total",
+                "Failed calls to the embeddings endpoint, by stage (worker: fact batches, retried; query: a search's question)",
+            ),
+            &["stage"],
+        )
+        .unwrap();
+        let embed_vectors = IntGauge::new("tempora_embeddings_vectors", "Fact vectors held in memory, all tenants").unwrap();
+        let embed_lag = IntGauge::new(
+            "tempora_embeddings_lag_tx",
+            "Transactions committed but not yet embedded (last tx - embeddings watermark; 0 when embeddings are off)",
+        )
+        .unwrap();
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(embed_facts.clone()),
+            Box::new(embed_failures.clone()),
+            Box::new(embed_vectors.clone()),
+            Box::new(embed_lag.clone()),
             Box::new(latency.clone()),
             Box::new(subscribers.clone()),
             Box::new(facts.clone()),
@@ -89,6 +119,27 @@ impl Metrics {
             search_lag,
             search_docs,
             search_watermark: Arc::default(),
+            embed_facts,
+            embed_failures,
+            embed_vectors,
+            embed_lag,
+            embed_watermark: Arc::default(),
+            embed_on: Default::default(),
+        }
+    }
+
+    /// The handles the embedding worker and the vector ranker report
+    /// through (and the lag gauge starts following the worker).
+    pub fn embedder(&self) -> crate::embed::EmbedMetrics {
+        self.embed_on.store(true, Ordering::Relaxed);
+        for stage in ["worker", "query"] {
+            self.embed_failures.with_label_values(&[stage]);
+        }
+        crate::embed::EmbedMetrics {
+            embedded: self.embed_facts.clone(),
+            failures: self.embed_failures.clone(),
+            vectors: self.embed_vectors.clone(),
+            watermark: Arc::clone(&self.embed_watermark),
         }
     }
 
@@ -121,6 +172,9 @@ impl Metrics {
         let last_tx = engine.last_tx().0;
         self.last_tx.set(last_tx as i64);
         self.search_lag.set(last_tx.saturating_sub(self.search_watermark.load(Ordering::Relaxed)) as i64);
+        if self.embed_on.load(Ordering::Relaxed) {
+            self.embed_lag.set(last_tx.saturating_sub(self.embed_watermark.load(Ordering::Relaxed)) as i64);
+        }
         self.disk_bytes.set(engine.size_on_disk().unwrap_or(0) as i64);
         let mut buf = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding");

@@ -33,8 +33,30 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     let sse_subscribers = Arc::new(AtomicUsize::new(0));
     let (stop_tx, stop_rx) = watch::channel(false);
     let metrics = Arc::new(Metrics::new(Arc::clone(&sse_subscribers)));
-    let (search, indexer) = crate::search::Search::start(&cfg.data_dir, &memory, Some(metrics.indexer()))
+    let (mut search, indexer) = crate::search::Search::start(&cfg.data_dir, &memory, Some(metrics.indexer()))
         .context("cannot open the search index")?;
+    // The embeddings endpoint is the operator's, but it is called under the
+    // same outbound policy as every other.
+    let llm = Arc::new(crate::llm::Client::new(cfg.outbound));
+    let embedder = match &cfg.embeddings {
+        None => {
+            tracing::info!("embeddings off (no [embeddings] base_url and model): search uses full text and the graph");
+            None
+        }
+        Some(e) => {
+            tracing::info!(
+                base_url = %e.base_url,
+                model = %e.model,
+                batch_size = e.batch_size,
+                key = if e.api_key.is_some() { "set" } else { "none" },
+                "embeddings on"
+            );
+            let (ranker, worker) = crate::embed::start(e, &memory, Arc::clone(&llm), Some(metrics.embedder()))
+                .context("cannot start the embedding worker")?;
+            search = search.with_ranker(ranker);
+            Some(worker)
+        }
+    };
     let state = AppState {
         memory,
         auth: Arc::new(Auth::new(&cfg.auth)),
@@ -43,7 +65,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         search,
         sse_subscribers,
         shutdown: stop_rx,
-        llm: Arc::new(crate::llm::Client::new(cfg.outbound)),
+        llm,
     };
 
     let http = match cfg.http_addr {
@@ -95,6 +117,10 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         }
     }
     drop(state);
+    if let Some(worker) = embedder {
+        tracing::info!("stopping the embedding worker");
+        worker.stop().await;
+    }
     tracing::info!("finishing the search index");
     indexer.stop().await;
     tracing::info!("finishing queued writes");

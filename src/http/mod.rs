@@ -17,6 +17,7 @@ pub mod stream;
 
 use crate::auth::{Auth, Principal};
 use crate::config::Limits;
+use crate::mcp::transport as mcp;
 use crate::memory::Memory;
 use crate::metrics::Metrics;
 use axum::error_handling::HandleErrorLayer;
@@ -70,7 +71,9 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(ops::ready))
         .route("/metrics", get(metrics_gate))
         .route("/openapi.json", get(openapi::serve))
-        .merge(crate::mcp::routes(&state))
+        // MCP: every method goes to its front (GET and others answer 405 there).
+        .route("/mcp", post(mcp::handle).get(mcp::handle).delete(mcp::handle).fallback(mcp::handle).with_state(mcp::Endpoint::new(state.clone())))
+        .route("/.well-known/mcp.json", get(crate::mcp::manifest::serve))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), track))

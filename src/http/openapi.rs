@@ -29,7 +29,6 @@ pub const PLANNED: &[(&str, &str)] = &[
     ("/api/connectors/{name}/pull", "post"),
     ("/api/alerts", "get"),
     ("/api/reports", "get"),
-    ("/mcp", "post"),
 ];
 
 pub fn reference() -> Value {
@@ -370,6 +369,7 @@ fn reference_paths(doc: &mut Value) {
     recall_paths(paths);
     search_paths(paths);
     digest_paths(paths);
+    mcp_paths(paths);
 
     // GET /api/facts
     let list = &mut paths["/api/facts"]["get"];
@@ -688,7 +688,9 @@ fn search_paths(paths: &mut Value) {
         "Hybrid recall over the tenant's facts: BM25 full-text ranking over subject, predicate, object, source and \
          properties (the object weighs most), fused by reciprocal rank fusion (k = 60) with a graph-proximity list \
          when there are seeds (facts about or pointing at a seed, then at its direct neighbours; entity refs \
-         `Type:id` named in the question count as seeds). Every result is checked against the store: without \
+         `Type:id` named in the question count as seeds), and with a vector-similarity list when the operator \
+         configured embeddings (if the question cannot be embedded, the answer comes from the other lists and \
+         `unavailable` names `vector`). Every result is checked against the store: without \
          `as_of` only current active facts (and candidates with `include_candidates`), with `as_of` the facts that \
          were active at that record time. Read-your-writes: the search first waits (at most 2 s) until the index \
          holds every write committed before it; if it could not, `stale` is true and the \
@@ -713,6 +715,7 @@ fn search_paths(paths: &mut Value) {
             }},
             "terms": {"type": "array", "items": {"type": "string"}, "description": "The question's index terms (lower-cased, stopwords dropped, lightly stemmed)."},
             "stale": {"type": "boolean", "description": "The index had not caught up with the writes made before the request within 2 s."},
+            "unavailable": {"type": "array", "items": {"type": "string", "enum": ["vector"]}, "description": "Lists that could not be computed for this search (`vector`: the embeddings endpoint failed); the answer comes from the others. Absent when every list ran."},
         },
     }]});
     let stale_header = json!({
@@ -883,6 +886,88 @@ fn digest_paths(paths: &mut Value) {
     d["responses"]["502"] = error_response("A model endpoint failed or answered something unusable; nothing was written.", "UpstreamError", "the model endpoint answered HTTP 500: ...");
     d["responses"]["504"] = error_response("A model endpoint did not answer in time; nothing was written.", "UpstreamTimeout", "the model endpoint did not answer within 30000 ms");
     with_common_errors(&mut d["responses"], true);
+}
+
+/// `/mcp` (Streamable HTTP, docs/mcp.md) and its manifest.
+fn mcp_paths(paths: &mut Value) {
+    let rpc_error = |description: &str| {
+        json!({"description": description, "content": json_content(schema("JsonRpcResponse"))})
+    };
+    let post = &mut paths["/mcp"]["post"];
+    post["description"] = json!(
+        "Model Context Protocol over Streamable HTTP (JSON-RPC 2.0), stateless: every POST carries one JSON-RPC \
+         message and gets one `application/json` answer; no `Mcp-Session-Id` is issued. Methods: `initialize` \
+         (echoes a supported `protocolVersion`: 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25; else answers \
+         2025-11-25), `ping`, `tools/list`, `tools/call`, and `server/discover` (protocol 2026-07-28). \
+         Notifications answer 202 with an empty body. An unknown method is JSON-RPC error -32601, an unknown tool \
+         or a `tools/call` without a tool name -32602; a tool that fails answers a result with `isError: true`. \
+         Batches, malformed JSON and messages that are not JSON-RPC 2.0 answer 400 with a JSON-RPC error, as does \
+         an unsupported `MCP-Protocol-Version` header. A foreign `Origin` answers 403. Tools: build_context (call \
+         it first), remember, recall, recall_as_of, whats_changed, explain_fact, digest; their schemas are in \
+         `tools/list` and `/.well-known/mcp.json`. `namespace` names the tenant: a tenant key is pinned to its \
+         own, an admin token must name one. `Idempotency-Key` makes remember and digest replay their first answer."
+    );
+    let responses = obj(&mut post["responses"]);
+    responses.insert("202".into(), json!({"description": "A notification was accepted (empty body)."}));
+    responses.insert("400".into(), rpc_error("Not one JSON-RPC 2.0 message (malformed JSON, a batch, a wrong shape), or an unsupported MCP-Protocol-Version: a JSON-RPC error."));
+    responses.insert("403".into(), error_response("The request's Origin may not call this endpoint.", "Forbidden", "this Origin may not call the MCP endpoint"));
+    responses.insert("413".into(), rpc_error("The body is larger than max_body_bytes."));
+    responses.insert("415".into(), rpc_error("The body is not Content-Type: application/json."));
+    with_common_errors(&mut post["responses"], true);
+
+    let gated = |op: Value| {
+        let mut op = op;
+        op["x-tempora-extension"] = json!(true);
+        op["tags"] = json!(["MCP"]);
+        op["parameters"] = json!([]);
+        with_common_errors(&mut op["responses"], true);
+        op
+    };
+    let get = gated(json!({
+        "operationId": "mcpStream",
+        "summary": "No server-initiated stream",
+        "description": "This endpoint sends no server-initiated messages: GET answers 405 with `Allow: POST, DELETE`.",
+        "responses": {"405": {
+            "description": "Method not allowed.",
+            "headers": {"Allow": {"schema": {"type": "string", "enum": ["POST, DELETE"]}}},
+            "content": json_content(schema("Error")),
+        }},
+    }));
+    let delete = gated(json!({
+        "operationId": "mcpEndSession",
+        "summary": "End a session",
+        "description": "No session is ever issued, so there is none to end: answers 204.",
+        "responses": {"204": {"description": "Nothing to end."}},
+    }));
+    let item = obj(&mut paths["/mcp"]);
+    item.insert("get".into(), get);
+    item.insert("delete".into(), delete);
+
+    obj(paths).insert(
+        "/.well-known/mcp.json".into(),
+        json!({"get": {
+            "operationId": "mcpManifest",
+            "tags": ["MCP"],
+            "x-tempora-extension": true,
+            "security": [],
+            "summary": "The MCP manifest",
+            "description": "The MCP endpoint, its transport, its auth, and the tools with their descriptions and input and output schemas (public).",
+            "responses": {
+                "200": {"description": "The manifest.", "content": json_content(json!({
+                    "type": "object",
+                    "required": ["name", "endpoint", "transport", "auth", "tools"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "endpoint": {"type": "string"},
+                        "transport": {"type": "object"},
+                        "auth": {"type": "object"},
+                        "tools": {"type": "array", "items": {"type": "object", "required": ["name", "description", "inputSchema", "outputSchema"]}},
+                    },
+                }))},
+                "503": resp("Unavailable"),
+            },
+        }}),
+    );
 }
 
 fn replayed_header() -> Value {

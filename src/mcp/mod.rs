@@ -17,17 +17,5 @@ pub mod server;
 pub mod tools;
 pub mod transport;
 
-use crate::http::AppState;
-use axum::routing::{any, get};
-use axum::Router;
-
-/// The path of the endpoint.
+/// The path of the endpoint (routed in `crate::http::router`).
 pub const PATH: &str = "/mcp";
-
-/// `/mcp` and `/.well-known/mcp.json`, to merge into the HTTP router.
-pub fn routes(state: &AppState) -> Router<AppState> {
-    let endpoint = transport::Endpoint::new(state.clone());
-    Router::new()
-        .route(PATH, any(transport::handle).with_state(endpoint))
-        .route("/.well-known/mcp.json", get(manifest::serve))
-}

@@ -286,7 +286,7 @@ impl Indexer {
 /// The tenants and the highest tx of `first` and every notice already
 /// waiting. A lagged receiver lost notices: then every tenant, up to the
 /// engine's last tx.
-fn drain(
+pub(crate) fn drain(
     first: Result<Committed, broadcast::error::RecvError>,
     notices: &mut broadcast::Receiver<Committed>,
     engine: &Engine,

@@ -20,6 +20,7 @@ pub mod tokenize;
 
 pub use indexer::{index_dir, rebuild, IndexerMetrics, Rebuilt};
 pub use rank::{Candidate, RankContext, RankedList, Ranker};
+pub use schema::fact_text;
 
 use crate::memory::Memory;
 use anyhow::Result;
@@ -60,7 +61,7 @@ pub struct Match {
     pub id: FactId,
     /// The fused (RRF) score.
     pub score: f64,
-    /// The lists the fact was found in: `bm25`, `graph`.
+    /// The lists the fact was found in: `bm25`, `graph`, `vector`.
     pub reasons: Vec<&'static str>,
     /// Its 1-based rank in each list.
     pub ranks: BTreeMap<&'static str, usize>,
@@ -81,6 +82,21 @@ pub struct SearchResult {
     /// True when the index had not caught up with the writes made before
     /// the request within the wait: recent writes may be missing.
     pub stale: bool,
+    /// Lists that could not be computed for this search (`vector` when the
+    /// embeddings endpoint failed): the answer comes from the others.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<&'static str>,
+}
+
+/// The fused ranking of a search and what went into it.
+#[derive(Debug, Clone)]
+pub struct Recalled {
+    /// Best first, at most `top_k`.
+    pub fused: Vec<rank::Fused>,
+    /// The question's terms.
+    pub terms: Vec<String>,
+    /// The lists whose source failed (see [`RankedList::unavailable`]).
+    pub unavailable: Vec<&'static str>,
 }
 
 /// The search handle: cheap to clone, shared by the request handlers.
@@ -161,6 +177,12 @@ impl Search {
     /// `top_k`, and the question's terms (blocking: engine and index reads).
     /// Every fact is checked against the engine: visible to the request.
     pub fn recall(&self, tenant: &str, req: &SearchRequest) -> Result<(Vec<rank::Fused>, Vec<String>)> {
+        let r = self.recall_detailed(tenant, req)?;
+        Ok((r.fused, r.terms))
+    }
+
+    /// [`Search::recall`], also saying which lists could not be computed.
+    pub fn recall_detailed(&self, tenant: &str, req: &SearchRequest) -> Result<Recalled> {
         let terms = tokenize::query_terms(&req.question);
         let mut seeds: Vec<String> = req.seeds.clone();
         for e in tokenize::entity_refs(&req.question) {
@@ -172,17 +194,22 @@ impl Search {
         let want = if seeds.is_empty() { req.top_k } else { (req.top_k * 3).max(24) };
         let ctx = RankContext { engine: &self.engine, tenant, request: req, terms: &terms, seeds: &seeds, want };
         let mut lists = Vec::with_capacity(self.rankers.len());
+        let mut unavailable = Vec::new();
         for r in self.rankers.iter() {
-            lists.push(r.rank(&ctx)?);
+            let list = r.rank(&ctx)?;
+            if list.unavailable {
+                unavailable.push(list.name);
+            }
+            lists.push(list);
         }
         let mut fused = rank::fuse(lists, rank::RRF_K);
         fused.truncate(req.top_k);
-        Ok((fused, terms))
+        Ok(Recalled { fused, terms, unavailable })
     }
 
     /// Runs a search of `tenant` (blocking: engine and index reads).
     pub fn search(&self, tenant: &str, req: &SearchRequest, stale: bool) -> Result<SearchResult> {
-        let (fused, terms) = self.recall(tenant, req)?;
+        let Recalled { fused, terms, unavailable } = self.recall_detailed(tenant, req)?;
         let mut entities: Vec<String> = Vec::new();
         for f in &fused {
             for e in [Some(f.fact.subject.as_str()), f.fact.object_entity()].into_iter().flatten() {
@@ -211,6 +238,7 @@ impl Search {
             entities,
             terms,
             stale,
+            unavailable,
         })
     }
 }

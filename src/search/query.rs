@@ -30,7 +30,8 @@ pub fn visible(f: &Fact, req: &SearchRequest) -> bool {
     f.status == Status::Active || (req.include_candidates && f.status == Status::Candidate)
 }
 
-fn filters_match(f: &Fact, req: &SearchRequest) -> bool {
+/// Whether `f` passes the request's exact `subject` / `predicate` filters.
+pub fn filters_match(f: &Fact, req: &SearchRequest) -> bool {
     req.subject.as_ref().is_none_or(|s| &f.subject == s) && req.predicate.as_ref().is_none_or(|p| &f.predicate == p)
 }
 
@@ -103,7 +104,7 @@ impl Ranker for Bm25Ranker {
     fn rank(&self, ctx: &RankContext<'_>) -> anyhow::Result<RankedList> {
         let mut items = Vec::new();
         if ctx.terms.is_empty() || ctx.want == 0 {
-            return Ok(RankedList { name: self.name(), items });
+            return Ok(RankedList::new(self.name(), items));
         }
         let fields = &self.state.fields;
         let query = index_query(fields, ctx.tenant, ctx.request, ctx.terms);
@@ -142,7 +143,7 @@ impl Ranker for Bm25Ranker {
             }
             offset += page;
         }
-        Ok(RankedList { name: self.name(), items })
+        Ok(RankedList::new(self.name(), items))
     }
 }
 
@@ -164,7 +165,7 @@ impl Ranker for GraphRanker {
     fn rank(&self, ctx: &RankContext<'_>) -> anyhow::Result<RankedList> {
         let mut items: Vec<Candidate> = Vec::new();
         if ctx.seeds.is_empty() {
-            return Ok(RankedList { name: self.name(), items });
+            return Ok(RankedList::new(self.name(), items));
         }
         let req = ctx.request;
         let status = if req.include_candidates {
@@ -233,6 +234,6 @@ impl Ranker for GraphRanker {
             items.extend(scored);
         }
         items.truncate(MAX_GRAPH);
-        Ok(RankedList { name: self.name(), items })
+        Ok(RankedList::new(self.name(), items))
     }
 }

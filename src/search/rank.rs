@@ -33,6 +33,21 @@ pub struct RankedList {
     /// The reason the list gives its facts (`bm25`, `graph`, `vector`).
     pub name: &'static str,
     pub items: Vec<Candidate>,
+    /// The list could not be computed this time (its source was down: an
+    /// embeddings endpoint that failed); the search answers from the other
+    /// lists and says so.
+    pub unavailable: bool,
+}
+
+impl RankedList {
+    pub fn new(name: &'static str, items: Vec<Candidate>) -> RankedList {
+        RankedList { name, items, unavailable: false }
+    }
+
+    /// An empty list whose source failed.
+    pub fn unavailable(name: &'static str) -> RankedList {
+        RankedList { name, items: Vec::new(), unavailable: true }
+    }
 }
 
 /// What a ranker sees of a search.

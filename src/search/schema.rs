@@ -193,7 +193,18 @@ impl FactTexts {
     }
 }
 
-pub fn fact_texts(f: &Fact) -> FactTexts {
+/// The raw text of each text field of a fact, before tokenizing: what the
+/// index's terms and the embeddings (`crate::embed`) are made of.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct FactRawText {
+    pub subject: String,
+    pub predicate: String,
+    pub object: String,
+    pub source: String,
+    pub properties: String,
+}
+
+pub fn fact_raw_text(f: &Fact) -> FactRawText {
     let mut object = String::new();
     json_text(&f.object, &mut object);
     let mut properties = String::new();
@@ -202,11 +213,33 @@ pub fn fact_texts(f: &Fact) -> FactTexts {
             json_text(v, &mut properties);
         }
     }
+    FactRawText {
+        subject: f.subject.clone(),
+        predicate: f.predicate.clone(),
+        object: object.trim().to_string(),
+        source: f.source.clone().unwrap_or_default(),
+        properties: properties.trim().to_string(),
+    }
+}
+
+/// A fact's indexed text as one line: subject, predicate, object,
+/// property values, source (the fields that are not empty, space-separated).
+pub fn fact_text(f: &Fact) -> String {
+    let t = fact_raw_text(f);
+    [t.subject, t.predicate, t.object, t.properties, t.source]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn fact_texts(f: &Fact) -> FactTexts {
+    let t = fact_raw_text(f);
     FactTexts {
-        subject: terms(&f.subject),
-        predicate: terms(&f.predicate),
-        object: terms(&object),
-        source: f.source.as_deref().map(terms).unwrap_or_default(),
-        properties: terms(&properties),
+        subject: terms(&t.subject),
+        predicate: terms(&t.predicate),
+        object: terms(&t.object),
+        source: terms(&t.source),
+        properties: terms(&t.properties),
     }
 }
