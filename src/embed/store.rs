@@ -56,7 +56,7 @@ pub fn encode_vector(v: &[f32]) -> Vec<u8> {
 }
 
 pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     Some(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
