@@ -110,10 +110,12 @@ impl Ranker for Bm25Ranker {
         let query = index_query(fields, ctx.tenant, ctx.request, ctx.terms);
         let searcher = self.state.reader.searcher();
         let as_of = ctx.request.as_of.map(AsOf::Time);
-        let page = (ctx.want * 2 + 16).min(500);
+        // A pool larger than the list, for the rerank below.
+        let pool = ctx.want.max(POOL);
+        let page = (pool * 2 + 16).min(500);
         let mut offset = 0;
         let mut seen: HashSet<FactId> = HashSet::new();
-        while items.len() < ctx.want && offset < MAX_EXAMINED {
+        while items.len() < pool && offset < MAX_EXAMINED {
             let hits = searcher
                 .search(&query, &TopDocs::with_limit(page).and_offset(offset))
                 .context("searching the recall index")?;
@@ -134,7 +136,7 @@ impl Ranker for Bm25Ranker {
                 }
                 let terms = matched_terms(&f, ctx.terms);
                 items.push(Candidate { fact: f, score: score as f64, terms });
-                if items.len() >= ctx.want {
+                if items.len() >= pool {
                     break;
                 }
             }
@@ -143,8 +145,119 @@ impl Ranker for Bm25Ranker {
             }
             offset += page;
         }
+        let neighbours = neighbours(ctx, &items)?;
+        let mut items = rerank(items, neighbours, &ctx.request.question, ctx.terms);
+        items.truncate(ctx.want);
         Ok(RankedList::new(self.name(), items))
     }
+}
+
+/// Verified BM25 hits reranked per search, at least.
+const POOL: usize = 20;
+/// Hits whose neighbours are looked up.
+const EXPAND: usize = 10;
+/// A subject with more facts than this gets no neighbour expansion (a
+/// bounded read per hit).
+const MAX_SIBLINGS: usize = 256;
+/// Share of a hit's score its neighbours earn.
+pub const NEIGHBOUR_SHARE: f64 = 0.35;
+/// How much the newest fact of the pool gains over the oldest, for a
+/// question about the current state of things.
+pub const RECENCY_GAIN: f64 = 0.5;
+
+/// Words that ask for the current state of things ("where do I live now"):
+/// the newer of two matching facts is the better answer.
+const NOW_WORDS: &[&str] =
+    &["current", "currently", "latest", "lately", "now", "nowadays", "present", "presently", "recent", "recently", "today"];
+
+/// Whether `question` asks about the current state ("now", "these days",
+/// "currently", "latest"...).
+pub fn asks_for_now(question: &str) -> bool {
+    let words = super::tokenize::words(question);
+    words.iter().any(|w| NOW_WORDS.contains(&w.as_str()))
+        || words.windows(2).any(|p| p[0] == "these" && p[1] == "days")
+}
+
+/// For each of the first [`EXPAND`] hits, the facts next to it: the facts of
+/// the same subject just before and after it in valid time (the previous and
+/// next turn of a conversation, the entries around a log line). Returns
+/// `(hit index, neighbour)`; neighbours are visible to the request.
+fn neighbours(ctx: &RankContext<'_>, items: &[Candidate]) -> anyhow::Result<Vec<(usize, Fact)>> {
+    let req = ctx.request;
+    let mut by_subject: std::collections::HashMap<&str, Option<Vec<Fact>>> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for (i, c) in items.iter().take(EXPAND).enumerate() {
+        let subject = c.fact.subject.as_str();
+        if !by_subject.contains_key(subject) {
+            let q = FactQuery {
+                subject: Some(subject.to_string()),
+                as_of: req.as_of.map(AsOf::Time),
+                limit: MAX_SIBLINGS + 1,
+                ..Default::default()
+            };
+            let page = ctx.engine.query(ctx.tenant, &q)?;
+            let siblings = (page.facts.len() <= MAX_SIBLINGS && page.next_cursor.is_none()).then(|| {
+                let mut v: Vec<Fact> =
+                    page.facts.into_iter().filter(|f| visible(f, req) && filters_match(f, req)).collect();
+                v.sort_by(|a, b| a.valid_from.cmp(&b.valid_from).then(a.id.cmp(&b.id)));
+                v
+            });
+            by_subject.insert(subject, siblings);
+        }
+        let Some(Some(siblings)) = by_subject.get(subject) else { continue };
+        let Some(at) = siblings.iter().position(|f| f.id == c.fact.id) else { continue };
+        for j in [at.wrapping_sub(1), at + 1] {
+            if let Some(f) = siblings.get(j) {
+                out.push((i, f.clone()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reranks a BM25 pool (best first): a neighbour of a hit earns
+/// [`NEIGHBOUR_SHARE`] of the hit's score for the question terms the hit has
+/// and the neighbour lacks (in proportion; the best such share; a neighbour
+/// that matches some question term but is not in the pool joins it), so a turn is lifted by the reply that names
+/// what it leaves unsaid, and two turns saying the same words do not lift
+/// each other; and when the question asks about
+/// the current state, newer facts gain up to [`RECENCY_GAIN`] of their
+/// score (linear in valid time across the pool). Ties go to the newer fact,
+/// then the smaller id.
+pub fn rerank(mut items: Vec<Candidate>, neighbours: Vec<(usize, Fact)>, question: &str, terms: &[String]) -> Vec<Candidate> {
+    let base: Vec<(f64, Vec<String>)> = items.iter().map(|c| (c.score, c.terms.clone())).collect();
+    let mut bonus: std::collections::HashMap<FactId, f64> = std::collections::HashMap::new();
+    for (i, f) in neighbours {
+        let own = matched_terms(&f, terms);
+        let (score, hit_terms) = &base[i];
+        let lacking = hit_terms.iter().filter(|t| !own.contains(t)).count();
+        // Only facts that match the question themselves are lifted: a
+        // search answers with facts that contain its words.
+        if lacking > 0 && !own.is_empty() {
+            let b = bonus.entry(f.id).or_insert(0.0);
+            *b = b.max(NEIGHBOUR_SHARE * score * lacking as f64 / hit_terms.len() as f64);
+            if !items.iter().any(|c| c.fact.id == f.id) {
+                items.push(Candidate { fact: f, score: 0.0, terms: own });
+            }
+        }
+    }
+    for c in items.iter_mut() {
+        c.score += bonus.get(&c.fact.id).copied().unwrap_or(0.0);
+    }
+    if asks_for_now(question) && !items.is_empty() {
+        let lo = items.iter().map(|c| c.fact.valid_from).min().unwrap_or(0);
+        let hi = items.iter().map(|c| c.fact.valid_from).max().unwrap_or(0);
+        if hi > lo {
+            for c in items.iter_mut() {
+                let r = (c.fact.valid_from - lo) as f64 / (hi - lo) as f64;
+                c.score *= 1.0 + RECENCY_GAIN * r;
+            }
+        }
+    }
+    items.sort_by(|a, b| {
+        b.score.total_cmp(&a.score).then(b.fact.valid_from.cmp(&a.fact.valid_from)).then(a.fact.id.cmp(&b.fact.id))
+    });
+    items
 }
 
 /// Facts about or pointing at a seed (hop 0), then facts about or pointing
@@ -235,5 +348,66 @@ impl Ranker for GraphRanker {
         }
         items.truncate(MAX_GRAPH);
         Ok(RankedList::new(self.name(), items))
+    }
+}
+
+#[cfg(test)]
+mod rerank_tests {
+    use super::*;
+    use tempora_storage::{Engine, EngineConfig, FactInput};
+
+    fn facts(texts: &[(&str, i64)]) -> Vec<Fact> {
+        let e = Engine::open(EngineConfig::temporary()).unwrap();
+        texts
+            .iter()
+            .enumerate()
+            .map(|(i, (t, at))| e.assert("t", FactInput::new(format!("Note:n{i}"), "says", *t).valid_from(*at)).unwrap().fact)
+            .collect()
+    }
+
+    fn cand(f: &Fact, score: f64, terms: &[String]) -> Candidate {
+        Candidate { fact: f.clone(), score, terms: matched_terms(f, terms) }
+    }
+
+    #[test]
+    fn a_neighbour_is_lifted_by_the_terms_it_lacks_not_by_the_ones_it_shares() {
+        let terms = super::super::tokenize::query_terms("instrument lessons");
+        let f = facts(&[("banjo lessons on thursday", 1), ("a rewarding instrument", 2), ("more lessons", 3)]);
+        // Pool: [1] matches "instrument" (best), [0] and [2] match "lessons".
+        let items = vec![cand(&f[1], 3.0, &terms), cand(&f[2], 1.0, &terms), cand(&f[0], 0.9, &terms)];
+        // [0] is next to hit [1] and lacks its "instrument": it is lifted above [2].
+        let out = rerank(items, vec![(0, f[0].clone())], "instrument lessons", &terms);
+        let order: Vec<FactId> = out.iter().map(|c| c.fact.id).collect();
+        assert_eq!(order, [f[1].id, f[0].id, f[2].id]);
+        assert!((out[1].score - (0.9 + NEIGHBOUR_SHARE * 3.0)).abs() < 1e-9);
+
+        // A neighbour with the same terms as the hit gains nothing.
+        let items = vec![cand(&f[0], 2.0, &terms), cand(&f[2], 1.0, &terms)];
+        let out = rerank(items, vec![(0, f[2].clone())], "lessons", &terms);
+        assert_eq!(out[1].score, 1.0);
+
+        // A neighbour that matches no question term is not added.
+        let other = facts(&[("unrelated words", 4)]);
+        let out = rerank(vec![cand(&f[1], 3.0, &terms)], vec![(0, other[0].clone())], "x", &terms);
+        assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn questions_about_now_prefer_the_newer_fact() {
+        assert!(asks_for_now("Which city do I live in now?"));
+        assert!(asks_for_now("What do I do for work these days?"));
+        assert!(asks_for_now("What is my current job?"));
+        assert!(!asks_for_now("Which city did I live in first?"));
+        let terms = super::super::tokenize::query_terms("live city");
+        let f = facts(&[("I live in Denver", 1_000), ("we live in Portland", 9_000)]);
+        let items = vec![cand(&f[0], 1.2, &terms), cand(&f[1], 1.0, &terms)];
+        let out = rerank(items.clone(), vec![], "where do I live now", &terms);
+        assert_eq!(out[0].fact.id, f[1].id);
+        assert!((out[0].score - 1.0 * (1.0 + RECENCY_GAIN)).abs() < 1e-9);
+        // Without a cue the order is BM25's; equal scores go to the newer fact.
+        let out = rerank(items, vec![], "where do I live", &terms);
+        assert_eq!(out[0].fact.id, f[0].id);
+        let tie = vec![cand(&f[0], 1.0, &terms), cand(&f[1], 1.0, &terms)];
+        assert_eq!(rerank(tie, vec![], "live", &terms)[0].fact.id, f[1].id);
     }
 }

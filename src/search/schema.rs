@@ -16,7 +16,7 @@ use tempora_storage::{Fact, FactId};
 
 /// Bumped whenever the schema or the tokenization changes; an index written
 /// with another version is rebuilt from the change log at start.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Name of the tokenizer the text fields use (whitespace over terms the
 /// service already normalized, see `tokenize.rs`).

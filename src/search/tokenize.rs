@@ -51,23 +51,85 @@ pub fn is_stopword(w: &str) -> bool {
     STOPWORDS.binary_search(&w).is_ok()
 }
 
-/// A light English stemmer: plurals and `-ing`, so "lives" meets "live" and
-/// "working" meets "works". Short and non-ASCII words are left alone.
+/// A light English stemmer: plurals, `-ed` and `-ing` (the first step of
+/// Porter's algorithm), so "lives", "living" and "lived" meet "live",
+/// "moved" meets "moving", "running" meets "runs". Short and non-ASCII words
+/// are left alone.
 pub fn stem(w: &str) -> String {
     let n = w.len();
     if !w.is_ascii() || n <= 3 || w.bytes().all(|b| b.is_ascii_digit()) {
         return w.to_string();
     }
-    if let Some(s) = w.strip_suffix("ies").filter(|_| n > 4) {
+    // Plurals.
+    let s: &str = if let Some(s) = w.strip_suffix("sses") {
+        return format!("{s}ss");
+    } else if let Some(s) = w.strip_suffix("ies").filter(|_| n > 4) {
         return format!("{s}y");
+    } else if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") {
+        &w[..n - 1]
+    } else {
+        w
+    };
+    // -ing, -ed: only when what is left has a vowel and three letters.
+    let base = if s.ends_with("eed") {
+        None
+    } else {
+        s.strip_suffix("ing").or_else(|| s.strip_suffix("ed")).filter(|b| b.len() >= 3 && has_vowel(b))
+    };
+    let Some(b) = base else { return s.to_string() };
+    let bytes = b.as_bytes();
+    let last = bytes[bytes.len() - 1];
+    if b.ends_with("at") || b.ends_with("bl") || b.ends_with("iz") {
+        // related -> relate, troubled -> trouble
+        return format!("{b}e");
     }
-    if let Some(s) = w.strip_suffix("ing").filter(|_| n > 5) {
-        return s.to_string();
+    if bytes.len() >= 2 && last == bytes[bytes.len() - 2] && consonant(bytes, bytes.len() - 1) && !matches!(last, b'l' | b's' | b'z') {
+        // running -> run, stopped -> stop
+        return b[..b.len() - 1].to_string();
     }
-    if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") {
-        return w[..n - 1].to_string();
+    if measure(bytes) == 1 && cvc(bytes) {
+        // living -> live, moved -> move, taking -> take
+        return format!("{b}e");
     }
-    w.to_string()
+    b.to_string()
+}
+
+/// Whether byte `i` of a lower-case ASCII word is a consonant (`y` after a
+/// consonant is a vowel).
+fn consonant(w: &[u8], i: usize) -> bool {
+    match w[i] {
+        b'a' | b'e' | b'i' | b'o' | b'u' => false,
+        b'y' => i == 0 || !consonant(w, i - 1),
+        _ => true,
+    }
+}
+
+fn has_vowel(w: &str) -> bool {
+    (0..w.len()).any(|i| !consonant(w.as_bytes(), i))
+}
+
+/// Porter's measure: the number of vowel-consonant sequences.
+fn measure(w: &[u8]) -> usize {
+    let mut m = 0;
+    let mut prev_vowel = false;
+    for i in 0..w.len() {
+        let v = !consonant(w, i);
+        if prev_vowel && !v {
+            m += 1;
+        }
+        prev_vowel = v;
+    }
+    m
+}
+
+/// Ends consonant-vowel-consonant, the last not `w`, `x` or `y` (`hop`, `liv`).
+fn cvc(w: &[u8]) -> bool {
+    let n = w.len();
+    n >= 3
+        && consonant(w, n - 3)
+        && !consonant(w, n - 2)
+        && consonant(w, n - 1)
+        && !matches!(w[n - 1], b'w' | b'x' | b'y')
 }
 
 /// The index terms of `text`, in order (repeats kept: they are term
@@ -155,6 +217,12 @@ mod tests {
             "work", "work", "live", "company", "class", "status", "2024"
         ]);
         assert_eq!(query_terms("sarah Sarah SARAH works work"), ["sarah", "work"]);
+        assert_eq!(terms("living lived moved moving relocated running stopped"), [
+            "live", "live", "move", "move", "relocate", "run", "stop"
+        ]);
+        assert_eq!(terms("need agreed sing things played fixed opened visited classes"), [
+            "need", "agreed", "sing", "thing", "play", "fix", "open", "visit", "class"
+        ]);
         assert!(terms("what is the").is_empty());
     }
 
