@@ -514,9 +514,9 @@ const SMALL_TALK: &[(&str, &str)] = &[
 ];
 
 fn fill(t: &str, rng: &mut Rng) -> String {
-    t.replace("{city}", *rng.pick(CITIES))
-        .replace("{food}", *rng.pick(FOODS))
-        .replace("{name}", *rng.pick(RELATIVES))
+    t.replace("{city}", rng.pick::<&str>(CITIES))
+        .replace("{food}", rng.pick::<&str>(FOODS))
+        .replace("{name}", rng.pick::<&str>(RELATIVES))
         .replace("{age}", &rng.range(17, 34).to_string())
 }
 
@@ -533,7 +533,7 @@ fn filler(rng: &mut Rng) -> Exchange {
         return Exchange { user: u.to_string(), assistant: a.to_string(), tag: None };
     }
     let (asks, says) = rng.pick(FILLER);
-    let user = fill(*rng.pick(asks), rng);
+    let user = fill(rng.pick::<&str>(asks), rng);
     let n = rng.range(2, 4);
     let answer: Vec<String> = rng.pick_n(says, n.min(says.len())).iter().map(|s| fill(s, rng)).collect();
     Exchange { user, assistant: answer.join(" "), tag: None }
@@ -557,15 +557,12 @@ pub fn conversation(seed: u64, id: usize) -> Conversation {
     let (city1, city2, sib_city) = (cities[0], cities[1], cities[2]);
     let s = early(&mut rng);
     sessions[s].push(planted(
-        format!(
-            "{}",
-            rng.pick(&[
-                "I live in {c} with my partner, we have a small place near the park.",
-                "We've been in {c} for about three years now, I like living here.",
-                "Living in {c} is great in the summer but the winters are rough.",
-            ])
-            .replace("{c}", city1)
-        ),
+        rng.pick(&[
+            "I live in {c} with my partner, we have a small place near the park.",
+            "We've been in {c} for about three years now, I like living here.",
+            "Living in {c} is great in the summer but the winters are rough.",
+        ])
+        .replace("{c}", city1),
         format!("{city1} sounds lovely! Having a park nearby is a real perk of city living."),
         "city1",
     ));

@@ -8,9 +8,11 @@
 //!   walks over an engine preloaded with 1M facts, next to raw engine and
 //!   raw tantivy peers (`speed.rs`).
 //!
-//!     cargo build --release -p tempora -p tempora-recall-bench
-//!     target/release/tempora-recall-bench quality
-//!     target/release/tempora-recall-bench speed --facts 1000000
+//! ```text
+//! cargo build --release -p tempora -p tempora-recall-bench
+//! target/release/tempora-recall-bench quality
+//! target/release/tempora-recall-bench speed --facts 1000000
+//! ```
 
 mod gen;
 mod quality;
@@ -45,6 +47,12 @@ enum Cmd {
         /// Only this split (`tune` or `held-out`) in the miss listing.
         #[arg(long)]
         split: Option<String>,
+        /// A miss is a question with gold outside the top `miss_k` (1, 5 or 10).
+        #[arg(long, default_value_t = 5)]
+        miss_k: usize,
+        /// Only this question type in the miss listing.
+        #[arg(long)]
+        kind: Option<String>,
     },
     /// Latency of search, context and walk at scale, in process.
     Speed {
@@ -63,14 +71,23 @@ enum Cmd {
 fn main() -> Result<()> {
     let args = Args::parse();
     match args.cmd {
-        Cmd::Quality { tempora, conversations, seed, misses, split } => {
-            tokio::runtime::Runtime::new()?.block_on(run_quality(tempora, conversations, seed, misses, split))
+        Cmd::Quality { tempora, conversations, seed, misses, split, miss_k, kind } => {
+            let filter = Misses { on: misses, split, k: miss_k, kind };
+            tokio::runtime::Runtime::new()?.block_on(run_quality(tempora, conversations, seed, filter))
         }
         Cmd::Speed { facts, queries, data_dir } => speed::run(facts, queries, data_dir),
     }
 }
 
-async fn run_quality(binary: PathBuf, n: usize, seed: u64, misses: bool, only: Option<String>) -> Result<()> {
+/// Which misses to list.
+struct Misses {
+    on: bool,
+    split: Option<String>,
+    k: usize,
+    kind: Option<String>,
+}
+
+async fn run_quality(binary: PathBuf, n: usize, seed: u64, misses: Misses) -> Result<()> {
     let convs = gen::dataset(seed, n);
     let turns: usize = convs.iter().map(|c| c.turns.len()).sum();
     let questions: usize = convs.iter().map(|c| c.questions.len()).sum();
@@ -93,11 +110,16 @@ async fn run_quality(binary: PathBuf, n: usize, seed: u64, misses: bool, only: O
             let st = quality::score(&t, &q.gold);
             table.add(split, "tempora", q.kind, st);
             table.add(split, "bm25", q.kind, quality::score(&f, &q.gold));
-            if misses && st.recall[1] < 1.0 && only.as_deref().is_none_or(|s| s == split) {
+            let at = quality::K.iter().position(|k| *k == misses.k).unwrap_or(1);
+            if misses.on
+                && st.recall[at] < 1.0
+                && misses.split.as_deref().is_none_or(|s| s == split)
+                && misses.kind.as_deref().is_none_or(|k| k == q.kind.name())
+            {
                 let text = |k: &(usize, usize)| {
                     c.turns.iter().find(|t| t.key() == *k).map(|t| format!("{}: {}", t.speaker, t.text)).unwrap_or_default()
                 };
-                println!("\n[{}] c{} {}  R@5 {:.2}", q.kind.name(), c.id, q.text, st.recall[1]);
+                println!("\n[{}] c{} {}  R@{} {:.2}", q.kind.name(), c.id, q.text, misses.k, st.recall[at]);
                 for g in &q.gold {
                     let rank = t.iter().position(|h| h == g).map(|p| (p + 1).to_string()).unwrap_or("-".into());
                     println!("  gold (rank {rank}) {}", text(g));

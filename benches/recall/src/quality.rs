@@ -304,7 +304,7 @@ impl Table {
 }
 
 pub fn split_of(c: &Conversation) -> &'static str {
-    if c.id % 2 == 0 {
+    if c.id.is_multiple_of(2) {
         "tune"
     } else {
         "held-out"
