@@ -904,9 +904,23 @@ fn mcp_paths(paths: &mut Value) {
          Batches, malformed JSON and messages that are not JSON-RPC 2.0 answer 400 with a JSON-RPC error, as does \
          an unsupported `MCP-Protocol-Version` header. A foreign `Origin` answers 403. Tools: build_context (call \
          it first), remember, recall, recall_as_of, whats_changed, explain_fact, digest; their schemas are in \
-         `tools/list` and `/.well-known/mcp.json`. `namespace` names the tenant: a tenant key is pinned to its \
+         `tools/list` and `/.well-known/mcp.json`. GET answers 405 with `Allow: POST, DELETE` (no \
+         server-initiated stream). `namespace` names the tenant: a tenant key is pinned to its \
          own, an admin token must name one. `Idempotency-Key` makes remember and digest replay their first answer."
     );
+    // Any method: notifications of any method are accepted (202), unknown
+    // request methods answer -32601.
+    post["requestBody"]["content"]["application/json"]["schema"] = json!({
+        "type": "object",
+        "description": "One JSON-RPC 2.0 message (a request, or a notification without an id).",
+        "required": ["jsonrpc", "method"],
+        "properties": {
+            "jsonrpc": {"type": "string", "const": "2.0"},
+            "id": {"type": ["string", "integer"], "description": "Request id (0 included); omit for notifications."},
+            "method": {"type": "string", "description": "initialize, ping, tools/list, tools/call, server/discover, or a notification (notifications/initialized, ...)."},
+            "params": {"type": "object", "additionalProperties": true, "description": "For tools/call: { name, arguments }."},
+        },
+    });
     let responses = obj(&mut post["responses"]);
     responses.insert("202".into(), json!({"description": "A notification was accepted (empty body)."}));
     responses.insert("400".into(), rpc_error("Not one JSON-RPC 2.0 message (malformed JSON, a batch, a wrong shape), or an unsupported MCP-Protocol-Version: a JSON-RPC error."));
@@ -923,25 +937,13 @@ fn mcp_paths(paths: &mut Value) {
         with_common_errors(&mut op["responses"], true);
         op
     };
-    let get = gated(json!({
-        "operationId": "mcpStream",
-        "summary": "No server-initiated stream",
-        "description": "This endpoint sends no server-initiated messages: GET answers 405 with `Allow: POST, DELETE`.",
-        "responses": {"405": {
-            "description": "Method not allowed.",
-            "headers": {"Allow": {"schema": {"type": "string", "enum": ["POST, DELETE"]}}},
-            "content": json_content(schema("Error")),
-        }},
-    }));
     let delete = gated(json!({
         "operationId": "mcpEndSession",
         "summary": "End a session",
         "description": "No session is ever issued, so there is none to end: answers 204.",
         "responses": {"204": {"description": "Nothing to end."}},
     }));
-    let item = obj(&mut paths["/mcp"]);
-    item.insert("get".into(), get);
-    item.insert("delete".into(), delete);
+    obj(&mut paths["/mcp"]).insert("delete".into(), delete);
 
     obj(paths).insert(
         "/.well-known/mcp.json".into(),
