@@ -82,6 +82,8 @@ pub struct Request {
 #[derive(Debug, Clone)]
 pub struct Planned {
     pub record: usize,
+    /// `content` or `extract`.
+    pub origin: &'static str,
     pub input: FactInput,
 }
 
@@ -175,7 +177,7 @@ pub fn prepare(req: &Request, masker: &Masker) -> Result<Digest, String> {
                 let n = i + 1;
                 let line = rec.line;
                 match ctx.record_facts(n, rec) {
-                    Ok(facts) => d.facts.extend(facts.into_iter().map(|input| Planned { record: n, input })),
+                    Ok(facts) => d.facts.extend(facts.into_iter().map(|input| Planned { record: n, origin: "content", input })),
                     Err(reason) => d.reject(n, line, "content", reason),
                 }
             }
@@ -378,7 +380,7 @@ impl RecordContext<'_> {
                 continue;
             }
             match self.fact(n, &subject, key, self.masker.mask_value(value)) {
-                Ok(f) => d.facts.push(Planned { record: n, input: f }),
+                Ok(f) => d.facts.push(Planned { record: n, origin: "content", input: f }),
                 Err(reason) => d.reject(n, Some(*line), "content", reason),
             }
         }
@@ -474,7 +476,7 @@ pub async fn extract(
                 for e in linked_entities(&input) {
                     d.mention(&e);
                 }
-                d.facts.push(Planned { record: n, input });
+                d.facts.push(Planned { record: n, origin: "extract", input });
             }
             Err(e) => d.reject(n, None, "extract", e.to_string()),
         }
@@ -491,7 +493,7 @@ pub async fn extract(
 /// still fails the write as a whole (400 Conflict, nothing written).
 pub fn check_strict(engine: &Engine, tenant: &str, d: &mut Digest, now: i64) -> Result<(), EngineError> {
     let mut cardinality: HashMap<String, Cardinality> = HashMap::new();
-    let mut bad: BTreeMap<usize, String> = BTreeMap::new();
+    let mut bad: BTreeMap<usize, (&'static str, String)> = BTreeMap::new();
     let mut held: HashMap<(String, String), Value> = HashMap::new();
     for f in &d.facts {
         let p = &f.input.predicate;
@@ -504,22 +506,22 @@ pub fn check_strict(engine: &Engine, tenant: &str, d: &mut Digest, now: i64) -> 
         let key = (f.input.subject.clone(), p.clone());
         if let Some(prev) = held.get(&key) {
             if *prev != f.input.object {
-                bad.insert(f.record, format!("{p} is strict and an earlier record gives {} {prev}", key.0));
+                bad.insert(f.record, (f.origin, format!("{p} is strict and an earlier record gives {} {prev}", key.0)));
             }
             continue;
         }
         let q = FactQuery { subject: Some(key.0.clone()), predicate: Some(p.clone()), status: StatusFilter::Current, limit: 100, ..Default::default() };
         let current = engine.query(tenant, &q)?.facts;
         if let Some(other) = current.iter().find(|x| x.object != f.input.object && x.valid_until.is_none_or(|u| u > now)) {
-            bad.insert(f.record, format!("{p} is strict and {} already holds {}", key.0, other.object));
+            bad.insert(f.record, (f.origin, format!("{p} is strict and {} already holds {}", key.0, other.object)));
             continue;
         }
         held.insert(key, f.input.object.clone());
     }
     if !bad.is_empty() {
         d.facts.retain(|f| !bad.contains_key(&f.record));
-        for (record, reason) in bad {
-            d.reject(record, None, "content", reason);
+        for (record, (origin, reason)) in bad {
+            d.reject(record, None, origin, reason);
         }
         d.rejections.sort_by_key(|r| r.record);
     }
