@@ -216,7 +216,7 @@ const RAW_VALUE: [u8; 200] = [0x5a; 200];
 fn filter_arg() -> Option<String> {
     // `cargo bench -- <filter>` passes `--bench` and the filter; take the
     // last free argument.
-    std::env::args().skip(1).filter(|a| !a.starts_with('-')).last()
+    std::env::args().skip(1).rfind(|a| !a.starts_with('-'))
 }
 
 // ---------------------------------------------------------------------------
@@ -750,7 +750,7 @@ fn preloaded(size: usize) -> Arc<Preloaded> {
 }
 
 fn is_superseded(s: usize, p: usize) -> bool {
-    (s * 4 + p) % 5 == 0
+    (s * 4 + p).is_multiple_of(5)
 }
 
 /// `size` facts: subjects x 4 predicates, 20% of the keys superseded once
@@ -785,7 +785,7 @@ fn build_preloaded(size: usize) -> Preloaded {
         }
         if collect_ids {
             for a in out {
-                if facts % id_stride == 0 {
+                if facts.is_multiple_of(id_stride) {
                     ids.push(a.fact.id);
                 }
                 facts += 1;
@@ -798,6 +798,7 @@ fn build_preloaded(size: usize) -> Preloaded {
     // Pass 1: every key, valid from 2020.
     let mut t1 = 0;
     for s in 0..subjects {
+        #[allow(clippy::needless_range_loop)] // p is also part of the key arithmetic
         for p in 0..4 {
             if s * 4 + p >= pairs {
                 break;
@@ -816,6 +817,7 @@ fn build_preloaded(size: usize) -> Preloaded {
     let pass1 = start.elapsed();
     // Pass 2: 20% of the keys get a new value from 2024 (supersedes).
     for s in 0..subjects {
+        #[allow(clippy::needless_range_loop)] // p is also part of the key arithmetic
         for p in 0..4 {
             if s * 4 + p < pairs && is_superseded(s, p) {
                 superseded.push((s, p));

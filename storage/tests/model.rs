@@ -280,7 +280,7 @@ struct V {
 
 impl V {
     fn covers(&self, t: i64) -> bool {
-        self.from <= t && self.until.map_or(true, |u| t < u)
+        self.from <= t && self.until.is_none_or(|u| t < u)
     }
     fn normalized(mut self) -> V {
         self.supersedes.sort();
@@ -550,7 +550,7 @@ impl Model {
                     ..old.clone()
                 };
                 if let Some(end) = until {
-                    if old.until.map_or(true, |u| u > end) {
+                    if old.until.is_none_or(|u| u > end) {
                         let tail_id = self.n_facts;
                         self.n_facts += 1;
                         let tail = V {
@@ -586,10 +586,10 @@ impl Model {
         (0..self.n_facts)
             .filter_map(|id| self.visible(id, as_of))
             .filter(|v| v.tenant == tenant)
-            .filter(|v| spec.subject().map_or(true, |s| v.s == s))
-            .filter(|v| spec.predicate().map_or(true, |p| v.p == p))
-            .filter(|v| spec.object().map_or(true, |o| v.o == o))
-            .filter(|v| spec.valid_at.map_or(true, |t| v.covers(t)))
+            .filter(|v| spec.subject().is_none_or(|s| v.s == s))
+            .filter(|v| spec.predicate().is_none_or(|p| v.p == p))
+            .filter(|v| spec.object().is_none_or(|o| v.o == o))
+            .filter(|v| spec.valid_at.is_none_or(|t| v.covers(t)))
             .filter(|v| match (v.status, filter) {
                 (Status::Retracted, f) => {
                     spec.include_retracted
