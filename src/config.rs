@@ -70,6 +70,17 @@ pub struct FileConfig {
     pub outbound: FileOutbound,
     #[serde(default)]
     pub embeddings: crate::embed::FileEmbeddings,
+    #[serde(default)]
+    pub mcp: FileMcp,
+}
+
+/// `[mcp]`: the MCP endpoint at `/mcp`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileMcp {
+    /// Browser origins allowed besides the server's own
+    /// (e.g. `["https://app.example.com"]`).
+    pub allowed_origins: Option<Vec<String>>,
 }
 
 /// `[outbound]`: requests the server makes to URLs callers choose.
@@ -161,6 +172,8 @@ pub struct Config {
     pub outbound: crate::outbound::Policy,
     /// `[embeddings]`; `None` when off.
     pub embeddings: Option<crate::embed::EmbeddingsConfig>,
+    /// `[mcp] allowed_origins`, normalized (lower case, no trailing `/`).
+    pub mcp_allowed_origins: Vec<String>,
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./tempora-data";
@@ -247,8 +260,13 @@ impl Config {
             },
             None => file_cfg.outbound.allow_private.unwrap_or(false),
         };
+        let mcp_allowed_origins = match env(crate::mcp::transport::ORIGINS_ENV) {
+            Some(v) => crate::mcp::transport::parse_origins(&v),
+            None => crate::mcp::transport::parse_origins(&file_cfg.mcp.allowed_origins.unwrap_or_default().join(",")),
+        };
         let embeddings = crate::embed::EmbeddingsConfig::resolve(file_cfg.embeddings, env)?;
         let cfg = Config {
+            mcp_allowed_origins,
             auth,
             embeddings,
             limits,
@@ -344,6 +362,19 @@ mod tests {
         assert_eq!(c.grpc_addr.to_string(), "127.0.0.1:30011");
         assert_eq!(c.tcp_addr.to_string(), "127.0.0.1:5050");
         assert_eq!(c.durability, DurabilitySetting::Durable);
+    }
+
+    #[test]
+    fn mcp_origins_come_from_the_file_or_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(&file, "[mcp]\nallowed_origins = [\"https://App.example.com/\"]\n").unwrap();
+        let c = Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap();
+        assert_eq!(c.mcp_allowed_origins, vec!["https://app.example.com".to_string()]);
+        let env = env_of(&[("TEMPORA_MCP_ALLOWED_ORIGINS", "http://localhost:3000, https://b.example")]);
+        let c = Config::load(Some(&file), &env, Overrides::default()).unwrap();
+        assert_eq!(c.mcp_allowed_origins, vec!["http://localhost:3000".to_string(), "https://b.example".to_string()]);
+        assert!(Config::load(None, &env_of(&[]), Overrides::default()).unwrap().mcp_allowed_origins.is_empty());
     }
 
     #[test]

@@ -66,6 +66,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         sse_subscribers,
         shutdown: stop_rx,
         llm,
+        mcp_allowed_origins: Arc::new(cfg.mcp_allowed_origins.clone()),
     };
 
     let http = match cfg.http_addr {

@@ -40,6 +40,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Outbound calls to caller-supplied model endpoints (`/api/ask`).
     pub llm: Arc<crate::llm::Client>,
+    /// Origins allowed on `/mcp` besides the server's own (`[mcp]`).
+    pub mcp_allowed_origins: Arc<Vec<String>>,
     /// The full-text recall index (`/api/search`).
     pub search: crate::search::Search,
     pub sse_subscribers: Arc<AtomicUsize>,

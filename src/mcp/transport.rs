@@ -35,7 +35,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Extra origins allowed to call `/mcp` (comma-separated, e.g.
-/// `https://app.example.com,http://localhost:3000`).
+/// `https://app.example.com,http://localhost:3000`); overrides the file's
+/// `[mcp] allowed_origins` (see `config.rs`).
 pub const ORIGINS_ENV: &str = "TEMPORA_MCP_ALLOWED_ORIGINS";
 pub const PROTOCOL_HEADER: &str = "mcp-protocol-version";
 /// How long a stray server-sent stream is read for its final answer.
@@ -55,9 +56,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn new(state: AppState) -> Endpoint {
-        let origins = std::env::var(ORIGINS_ENV)
-            .map(|v| parse_origins(&v))
-            .unwrap_or_default();
+        let origins = state.mcp_allowed_origins.as_ref().clone();
         let config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
             .with_json_response(true)
