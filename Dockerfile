@@ -10,6 +10,7 @@ COPY migrations ./migrations
 COPY api ./api
 COPY src ./src
 COPY benches/load ./benches/load
+COPY benches/recall ./benches/recall
 RUN cargo build --release --locked --bin tempora \
  && cp target/release/tempora /usr/local/bin/tempora \
  && strip /usr/local/bin/tempora
