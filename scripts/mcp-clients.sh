@@ -8,6 +8,7 @@
 # and the session behaviour. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/venv.sh
 
 # Pinned: the versions this endpoint is tested with.
 SDKS=("2.3.0:target/venv-mcp2" "1.30.0:target/venv-mcp1")
@@ -19,18 +20,7 @@ install() { # version venv
         return
     fi
     echo "== installing mcp $version into $venv"
-    rm -rf "$venv"
-    local pip
-    if python3 -m venv "$venv"; then
-        pip=("$venv/bin/python" -m pip)
-    else
-        # python3 without ensurepip (Debian without python3-venv): the system
-        # pip installs into the venv.
-        rm -rf "$venv"
-        python3 -m venv --without-pip "$venv"
-        pip=(python3 -m pip --python "$venv/bin/python")
-    fi
-    "${pip[@]}" install --quiet --disable-pip-version-check "mcp==$version" "jsonschema==$JSONSCHEMA_VERSION"
+    make_venv "$venv" "mcp==$version" "jsonschema==$JSONSCHEMA_VERSION"
 }
 
 echo "== building tempora"

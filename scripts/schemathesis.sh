@@ -22,6 +22,7 @@
 #                              `random` for a fresh one each run
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/venv.sh
 
 ST_VERSION=4.32.5
 VENV=target/venv-schemathesis
@@ -34,16 +35,7 @@ started=$(date +%s)
 # --- schemathesis, pinned, in its own venv (idempotent) ---------------------
 if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -qF "version $ST_VERSION"; then
     echo "== installing schemathesis $ST_VERSION into $VENV"
-    if python3 -m venv "$VENV"; then
-        pip=("$VENV/bin/python" -m pip)
-    else
-        # Some distributions ship python3 without ensurepip (Debian without
-        # python3-venv): then the system pip installs into the venv.
-        rm -rf "$VENV"
-        python3 -m venv --without-pip "$VENV"
-        pip=(python3 -m pip --python "$VENV/bin/python")
-    fi
-    "${pip[@]}" install --quiet --disable-pip-version-check "schemathesis==$ST_VERSION"
+    make_venv "$VENV" "schemathesis==$ST_VERSION"
 fi
 "$VENV/bin/schemathesis" --version
 
