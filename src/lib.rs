@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod connectors;
 pub mod digest;
 pub mod embed;
 pub mod http;

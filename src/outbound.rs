@@ -1,5 +1,5 @@
-//! The guard on outbound requests to caller-chosen URLs (model endpoints
-//! now, connector pulls later): unless the operator allows it, a request
+//! The guard on outbound requests to caller-chosen URLs (model endpoints and
+//! connector pulls): unless the operator allows it, a request
 //! may reach only public addresses, never loopback, private networks,
 //! link-local (cloud metadata at 169.254.169.254) and the like, or a caller
 //! could make the server probe its own network (SSRF).
@@ -41,13 +41,24 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
 
 fn is_public_v6(ip: Ipv6Addr) -> bool {
     let s = ip.segments();
+    // 6to4 (2002::/16) carries an IPv4 address in its next 32 bits; a relay
+    // would deliver to it, so it is as public as that address.
+    if s[0] == 0x2002 {
+        let [a, b] = s[1].to_be_bytes();
+        let [c, d] = s[2].to_be_bytes();
+        return is_public_v4(Ipv4Addr::new(a, b, c, d));
+    }
     !(ip.is_unspecified()
         || ip.is_loopback()
         || ip.is_multicast()
-        || (s[0] & 0xfe00) == 0xfc00 // unique local
+        || s[..6] == [0; 6] // IPv4-compatible (::a.b.c.d, deprecated) and the rest of ::/96
+        || (s[0] & 0xfe00) == 0xfc00 // unique local (AWS metadata fd00:ec2::254 among them)
         || (s[0] & 0xffc0) == 0xfe80 // link-local
+        || (s[0] & 0xffc0) == 0xfec0 // site-local (deprecated)
         || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
-        || (s[0] == 0x0064 && s[1] == 0xff9b)) // NAT64 can reach private v4
+        || (s[0] == 0x2001 && s[1] == 0x0000) // Teredo: tunnels to anywhere
+        || (s[0] == 0x0100 && s[1..4] == [0, 0, 0]) // discard-only
+        || (s[0] == 0x0064 && s[1] == 0xff9b)) // NAT64 (well-known and local-use) can reach private v4
 }
 
 /// Why a URL is not called.
@@ -67,37 +78,98 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Policy {
-    /// Allow loopback and private addresses (`[outbound] allow_private`):
-    /// for model servers on the same host or network.
+    /// Allow every non-public address (`[outbound] allow_private`): for
+    /// model servers on the same host or network.
     pub allow_private: bool,
+    /// Networks allowed although not public (`[outbound] allow`, e.g.
+    /// `10.1.2.0/24` for one internal export server): narrower than
+    /// `allow_private`.
+    pub allow: Arc<[ipnet::IpNet]>,
 }
 
 impl Policy {
+    /// Whether a connection to `ip` is allowed.
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        if self.allow_private || is_public(ip) {
+            return true;
+        }
+        let mapped = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4),
+            IpAddr::V4(_) => None,
+        };
+        self.allow
+            .iter()
+            .any(|net| net.contains(&ip) || mapped.is_some_and(|m| net.contains(&m)))
+    }
+
+    /// Parses an allowlist entry: a network (`10.0.0.0/8`, `fd00::/8`) or
+    /// one address (`127.0.0.1`).
+    pub fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
+        let s = s.trim();
+        s.parse::<ipnet::IpNet>()
+            .or_else(|_| s.parse::<IpAddr>().map(ipnet::IpNet::from))
+            .map_err(|_| format!("{s:?} is not an IP address or network (like 10.0.0.0/8)"))
+    }
+
     /// Checks the host of `url` up front; `Err` says why it is refused.
     pub async fn check_url(&self, url: &reqwest::Url) -> Result<(), Refusal> {
         if self.allow_private {
             return Ok(());
         }
-        let host = url.host_str().ok_or_else(|| Refusal::Invalid("the URL has no host".to_string()))?;
-        let port = url.port_or_known_default().unwrap_or(443);
-        let addrs: Vec<SocketAddr> = match host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
-            Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => tokio::net::lookup_host((host, port))
-                .await
-                .map_err(|e| Refusal::Unresolvable(format!("cannot resolve {host}: {e}")))?
-                .collect(),
-        };
-        match addrs.iter().find(|a| !is_public(a.ip())) {
-            Some(a) => Err(Refusal::Invalid(format!(
-                "{host} is a private, loopback or otherwise non-public address ({}); the server only calls public \
-                 endpoints unless the operator sets [outbound] allow_private = true (TEMPORA_OUTBOUND_ALLOW_PRIVATE=true)",
-                a.ip()
-            ))),
-            None => Ok(()),
-        }
+        self.resolve(url).await.map(|_| ())
     }
+
+    /// Resolves the host of `url` once and checks every address it gives:
+    /// one refused address refuses the URL (a name that mixes public and
+    /// private answers is a rebinding setup). The answer is what a caller
+    /// must connect to, so nothing is resolved again between the check and
+    /// the connection.
+    pub async fn resolve(&self, url: &reqwest::Url) -> Result<Resolved, Refusal> {
+        let host = url
+            .host_str()
+            .ok_or_else(|| Refusal::Invalid("the URL has no host".to_string()))?;
+        let port = url.port_or_known_default().unwrap_or(443);
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let (literal, addrs): (bool, Vec<SocketAddr>) = match bare.parse::<IpAddr>() {
+            Ok(ip) => (true, vec![SocketAddr::new(ip, port)]),
+            Err(_) => (
+                false,
+                tokio::net::lookup_host((bare, port))
+                    .await
+                    .map_err(|e| Refusal::Unresolvable(format!("cannot resolve {host}: {e}")))?
+                    .collect(),
+            ),
+        };
+        if addrs.is_empty() {
+            return Err(Refusal::Unresolvable(format!(
+                "{host} resolves to no address"
+            )));
+        }
+        if let Some(a) = addrs.iter().find(|a| !self.allows(a.ip())) {
+            return Err(Refusal::Invalid(format!(
+                "{host} is a private, loopback or otherwise non-public address ({}); the server only calls public \
+                 endpoints unless the operator allows it ([outbound] allow = [\"<network>\"] or allow_private = true; \
+                 TEMPORA_OUTBOUND_ALLOW, TEMPORA_OUTBOUND_ALLOW_PRIVATE)",
+                a.ip()
+            )));
+        }
+        Ok(Resolved {
+            host: bare.to_string(),
+            literal,
+            addrs,
+        })
+    }
+}
+
+/// A host resolved and checked by [`Policy::resolve`].
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub host: String,
+    /// The URL named an address, not a name.
+    pub literal: bool,
+    pub addrs: Vec<SocketAddr>,
 }
 
 /// The HTTP client's resolver: system DNS, then the policy.
@@ -107,12 +179,15 @@ pub struct GuardedResolver {
 
 impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let policy = self.policy;
+        let policy = self.policy.clone();
         let host = name.as_str().to_string();
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let allowed: Vec<SocketAddr> =
-                addrs.into_iter().filter(|a| policy.allow_private || is_public(a.ip())).collect();
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = addrs
+                .into_iter()
+                .filter(|a| policy.allows(a.ip()))
+                .collect();
             if allowed.is_empty() {
                 return Err(format!("{host} resolves to no public address").into());
             }
@@ -140,13 +215,47 @@ mod tests {
     #[test]
     fn private_and_special_addresses_are_not_public() {
         for ip in [
-            "127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "0.0.0.0", "100.64.0.1",
-            "255.255.255.255", "224.0.0.1", "::1", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1",
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
             "64:ff9b::a00:1",
+            "64:ff9b:1::a00:1",
+            "::127.0.0.1",
+            "::",
+            "2002:7f00:1::",
+            "2002:a00:1::1",
+            "2001:0:4136:e378::1",
+            "fec0::1",
+            "fd00:ec2::254",
+            "100.100.100.200",
+            "198.18.0.1",
+            "192.0.0.170",
+            "240.0.0.1",
+            "0.1.2.3",
         ] {
-            assert!(!is_public(ip.parse().unwrap()), "{ip} must not count as public");
+            assert!(
+                !is_public(ip.parse().unwrap()),
+                "{ip} must not count as public"
+            );
         }
-        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"] {
+        for ip in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "2606:4700:4700::1111",
+            "::ffff:8.8.8.8",
+            "2002:808:808::1",
+        ] {
             assert!(is_public(ip.parse().unwrap()), "{ip} is public");
         }
     }
@@ -155,9 +264,47 @@ mod tests {
     async fn literal_private_urls_are_refused_unless_allowed() {
         let url: reqwest::Url = "http://127.0.0.1:9/v1".parse().unwrap();
         let err = Policy::default().check_url(&url).await.unwrap_err();
-        assert!(matches!(&err, Refusal::Invalid(m) if m.contains("allow_private")), "{err}");
-        assert!(Policy { allow_private: true }.check_url(&url).await.is_ok());
+        assert!(
+            matches!(&err, Refusal::Invalid(m) if m.contains("allow_private")),
+            "{err}"
+        );
+        assert!(Policy {
+            allow_private: true,
+            ..Default::default()
+        }
+        .check_url(&url)
+        .await
+        .is_ok());
         let url: reqwest::Url = "http://[::1]:9/v1".parse().unwrap();
         assert!(Policy::default().check_url(&url).await.is_err());
+    }
+
+    #[test]
+    fn the_allowlist_admits_only_the_networks_it_names() {
+        let policy = Policy {
+            allow_private: false,
+            allow: vec![
+                Policy::parse_net("127.0.0.1").unwrap(),
+                Policy::parse_net("10.1.0.0/16").unwrap(),
+            ]
+            .into(),
+        };
+        for ip in ["127.0.0.1", "::ffff:127.0.0.1", "10.1.2.3", "8.8.8.8"] {
+            assert!(policy.allows(ip.parse().unwrap()), "{ip} is allowed");
+        }
+        for ip in [
+            "127.0.0.2",
+            "10.2.0.1",
+            "169.254.169.254",
+            "::1",
+            "192.168.0.1",
+        ] {
+            assert!(
+                !policy.allows(ip.parse().unwrap()),
+                "{ip} is not on the allowlist"
+            );
+        }
+        assert!(Policy::parse_net("10.0.0.0/33").is_err());
+        assert!(Policy::parse_net("localhost").is_err());
     }
 }

@@ -5,12 +5,12 @@ use crate::config::{Config, DurabilitySetting, Listen};
 use crate::http::AppState;
 use crate::memory::Memory;
 use crate::metrics::Metrics;
-use std::sync::atomic::AtomicUsize;
-use tokio::sync::watch;
 use anyhow::{Context, Result};
 use std::future::Future;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use tempora_storage::{Durability, Engine, EngineConfig};
+use tokio::sync::watch;
 
 /// Opens the engine the configuration names.
 pub fn open_engine(cfg: &Config) -> Result<Arc<Engine>> {
@@ -33,11 +33,12 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     let sse_subscribers = Arc::new(AtomicUsize::new(0));
     let (stop_tx, stop_rx) = watch::channel(false);
     let metrics = Arc::new(Metrics::new(Arc::clone(&sse_subscribers)));
-    let (mut search, indexer) = crate::search::Search::start(&cfg.data_dir, &memory, Some(metrics.indexer()))
-        .context("cannot open the search index")?;
+    let (mut search, indexer) =
+        crate::search::Search::start(&cfg.data_dir, &memory, Some(metrics.indexer()))
+            .context("cannot open the search index")?;
     // The embeddings endpoint is the operator's, but it is called under the
     // same outbound policy as every other.
-    let llm = Arc::new(crate::llm::Client::new(cfg.outbound));
+    let llm = Arc::new(crate::llm::Client::new(cfg.outbound.clone()));
     let embedder = match &cfg.embeddings {
         None => {
             tracing::info!("embeddings off (no [embeddings] base_url and model): search uses full text and the graph");
@@ -51,13 +52,35 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
                 key = if e.api_key.is_some() { "set" } else { "none" },
                 "embeddings on"
             );
-            let (ranker, worker) = crate::embed::start(e, &memory, Arc::clone(&llm), Some(metrics.embedder()))
-                .context("cannot start the embedding worker")?;
+            let (ranker, worker) =
+                crate::embed::start(e, &memory, Arc::clone(&llm), Some(metrics.embedder()))
+                    .context("cannot start the embedding worker")?;
             search = search.with_ranker(ranker);
             Some(worker)
         }
     };
+    let connectors = Arc::new(crate::connectors::schedule::Runtime::new(
+        cfg.outbound.clone(),
+        cfg.connectors.pull,
+        cfg.connectors.bounds,
+        cfg.connectors.min_every_secs,
+    ));
+    let scheduled = {
+        let (rt, engine) = (Arc::clone(&connectors), Arc::clone(&engine));
+        tokio::task::spawn_blocking(move || crate::connectors::schedule::load(&rt, &engine))
+            .await?
+            .context("cannot read the connectors' schedules")?
+    };
+    if scheduled > 0 {
+        tracing::info!(connectors = scheduled, "scheduled pulls loaded");
+    }
+    let schedule_task = tokio::spawn(crate::connectors::schedule::run(
+        Arc::clone(&connectors),
+        memory.clone(),
+        stop_rx.clone(),
+    ));
     let state = AppState {
+        connectors,
         memory,
         auth: Arc::new(Auth::new(&cfg.auth)),
         limits: cfg.limits.clone(),
@@ -118,6 +141,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         }
     }
     drop(state);
+    let _ = schedule_task.await;
     if let Some(worker) = embedder {
         tracing::info!("stopping the embedding worker");
         worker.stop().await;
@@ -139,7 +163,10 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     let (mut term, mut int) = {
         use tokio::signal::unix::{signal, SignalKind};
-        (signal(SignalKind::terminate()).ok(), signal(SignalKind::interrupt()).ok())
+        (
+            signal(SignalKind::terminate()).ok(),
+            signal(SignalKind::interrupt()).ok(),
+        )
     };
     async move {
         #[cfg(unix)]

@@ -27,8 +27,8 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use tempora_storage::{
-    is_entity_ref, validate_input, Cardinality, Engine, EngineError, FactInput, FactQuery, OpOutcome, Status,
-    StatusFilter, WriteOp, WriteOutcome,
+    is_entity_ref, validate_input, Cardinality, Engine, EngineError, FactInput, FactQuery,
+    OpOutcome, Status, StatusFilter, WriteOp, WriteOutcome,
 };
 
 /// Most facts one digest writes (its page's included): the batch limit of
@@ -65,7 +65,8 @@ impl Hint {
 
 pub fn is_type_name(s: &str) -> bool {
     let mut c = s.chars();
-    c.next().is_some_and(|c| c.is_ascii_alphabetic()) && c.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    c.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && c.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 #[derive(Debug, Clone)]
@@ -124,7 +125,12 @@ impl Digest {
     }
 
     fn reject(&mut self, record: usize, line: Option<usize>, origin: &'static str, reason: String) {
-        self.rejections.push(Rejection { record, line, origin, reason });
+        self.rejections.push(Rejection {
+            record,
+            line,
+            origin,
+            reason,
+        });
     }
 
     fn mention(&mut self, entity: &str) {
@@ -158,7 +164,11 @@ pub fn prepare(req: &Request, masker: &Masker) -> Result<Digest, String> {
         mentions: Vec::new(),
         mentions_truncated: false,
     };
-    let ctx = RecordContext { req, masker, page: &page };
+    let ctx = RecordContext {
+        req,
+        masker,
+        page: &page,
+    };
     match req.format {
         Format::Json | Format::Jsonl | Format::Csv => {
             let records = match req.format {
@@ -172,12 +182,19 @@ pub fn prepare(req: &Request, masker: &Masker) -> Result<Digest, String> {
                 Format::Jsonl => "JSON Lines",
                 _ => "CSV",
             };
-            d.title = pages::cut_chars(&format!("{}: {} {label} records", req.source, records.len()), pages::MAX_TITLE_CHARS);
+            d.title = pages::cut_chars(
+                &format!("{}: {} {label} records", req.source, records.len()),
+                pages::MAX_TITLE_CHARS,
+            );
             for (i, rec) in records.into_iter().enumerate() {
                 let n = i + 1;
                 let line = rec.line;
                 match ctx.record_facts(n, rec) {
-                    Ok(facts) => d.facts.extend(facts.into_iter().map(|input| Planned { record: n, origin: "content", input })),
+                    Ok(facts) => d.facts.extend(facts.into_iter().map(|input| Planned {
+                        record: n,
+                        origin: "content",
+                        input,
+                    })),
                     Err(reason) => d.reject(n, line, "content", reason),
                 }
             }
@@ -185,7 +202,11 @@ pub fn prepare(req: &Request, masker: &Masker) -> Result<Digest, String> {
         Format::Markdown => {
             let md = formats::markdown(&req.content);
             ctx.markdown(&md, &mut d);
-            let front_title = md.front.iter().find(|(_, k, _)| k == "title").and_then(|(_, _, v)| v.as_str().map(String::from));
+            let front_title = md
+                .front
+                .iter()
+                .find(|(_, k, _)| k == "title")
+                .and_then(|(_, _, v)| v.as_str().map(String::from));
             d.title = md
                 .heading
                 .clone()
@@ -203,7 +224,11 @@ pub fn prepare(req: &Request, masker: &Masker) -> Result<Digest, String> {
     for e in pages::entity_refs(&d.masked_text) {
         d.mention(&e);
     }
-    let linked: Vec<String> = d.facts.iter().flat_map(|f| linked_entities(&f.input)).collect();
+    let linked: Vec<String> = d
+        .facts
+        .iter()
+        .flat_map(|f| linked_entities(&f.input))
+        .collect();
     for e in linked {
         d.mention(&e);
     }
@@ -221,6 +246,88 @@ fn linked_entities(f: &FactInput) -> Vec<String> {
     out
 }
 
+/// Who a record is about, and the fields that said so (they do not become
+/// facts): an entity ref in `id`, `subject` or `@id`; else `Type:id` from
+/// `id` (or the CSV first column, `id_fallback`) with the type from `type`,
+/// `@type` or the hint; else the hint's entity; else a hash of the record's
+/// masked values, so the same record always lands on the same subject.
+/// `value` masks a value as it will be stored.
+pub fn record_subject<'f>(
+    fields: &'f Map<String, Value>,
+    id_fallback: Option<&str>,
+    hint: Option<&Hint>,
+    masker: &Masker,
+    value: impl Fn(&Value) -> Value,
+) -> Result<(String, Vec<&'f str>), String> {
+    let mut used: Vec<&str> = Vec::new();
+    let mut subject: Option<String> = None;
+    let mut id: Option<String> = None;
+    for key in ["id", "subject", "@id"] {
+        match fields.get_key_value(key) {
+            Some((k, Value::String(s))) if !s.trim().is_empty() => {
+                let s = s.trim();
+                if is_entity_ref(s) {
+                    subject = Some(masker.mask_id(s));
+                } else if key == "@id" {
+                    continue;
+                } else {
+                    id = Some(s.to_string());
+                }
+                used.push(k);
+                break;
+            }
+            Some((k, Value::Number(x))) if key != "@id" => {
+                id = Some(x.to_string());
+                used.push(k);
+                break;
+            }
+            _ => {}
+        }
+    }
+    if subject.is_none() && id.is_none() {
+        // CSV: the first column names the row (and stays a fact too).
+        id = id_fallback.and_then(|col| match fields.get(col) {
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
+            _ => None,
+        });
+    }
+    if let Some(s) = subject {
+        return Ok((s, used));
+    }
+    if let (Some(Hint::Entity(e)), None) = (hint, &id) {
+        return Ok((e.clone(), used));
+    }
+    let mut ty = Hint::type_name(hint).to_string();
+    for key in ["type", "@type"] {
+        if let Some((k, Value::String(t))) = fields.get_key_value(key) {
+            if !is_type_name(t) {
+                return Err(format!("{key} {t:?} is not an entity type (letters, digits, _ or - starting with a letter)"));
+            }
+            ty = t.clone();
+            used.push(k);
+            break;
+        }
+    }
+    let id = match id {
+        Some(id) => masker
+            .mask_id(&id)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join("_"),
+        None => {
+            let masked: Map<String, Value> =
+                fields.iter().map(|(k, v)| (k.clone(), value(v))).collect();
+            let canonical = serde_json::to_string(&masked).unwrap_or_default();
+            Sha256::digest(canonical.as_bytes())
+                .iter()
+                .take(8)
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        }
+    };
+    Ok((format!("{ty}:{id}"), used))
+}
+
 struct RecordContext<'a> {
     req: &'a Request,
     masker: &'a Masker,
@@ -228,7 +335,13 @@ struct RecordContext<'a> {
 }
 
 impl RecordContext<'_> {
-    fn fact(&self, record: usize, subject: &str, predicate: &str, object: Value) -> Result<FactInput, String> {
+    fn fact(
+        &self,
+        record: usize,
+        subject: &str,
+        predicate: &str,
+        object: Value,
+    ) -> Result<FactInput, String> {
         let mut props = Map::new();
         props.insert("page".into(), json!(self.page));
         props.insert("record".into(), json!(record));
@@ -255,79 +368,13 @@ impl RecordContext<'_> {
     /// The facts of one record: see `docs/digest.md` for the rules.
     fn record_facts(&self, n: usize, rec: Record) -> Result<Vec<FactInput>, String> {
         let fields = rec.fields?;
-        let mut used: Vec<&str> = Vec::new();
-        let mut subject: Option<String> = None;
-        let mut id: Option<String> = None;
-        for key in ["id", "subject", "@id"] {
-            match fields.get(key) {
-                Some(Value::String(s)) if !s.trim().is_empty() => {
-                    let s = s.trim();
-                    if is_entity_ref(s) {
-                        subject = Some(self.masker.mask_id(s));
-                    } else if key == "@id" {
-                        continue;
-                    } else {
-                        id = Some(s.to_string());
-                    }
-                    used.push(key);
-                    break;
-                }
-                Some(Value::Number(x)) if key != "@id" => {
-                    id = Some(x.to_string());
-                    used.push(key);
-                    break;
-                }
-                _ => {}
-            }
-        }
-        if subject.is_none() && id.is_none() {
-            // CSV: the first column names the row (and stays a fact too).
-            id = rec.id_fallback.as_ref().and_then(|col| match fields.get(col) {
-                Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
-                _ => None,
-            });
-        }
-        let subject = match (subject, id) {
-            (Some(s), _) => s,
-            (None, id) => {
-                let hint = self.req.hint.as_ref();
-                let entity_hint = match hint {
-                    Some(Hint::Entity(e)) if id.is_none() => Some(e.clone()),
-                    _ => None,
-                };
-                match entity_hint {
-                    Some(e) => e,
-                    None => {
-                        let mut ty = Hint::type_name(hint).to_string();
-                        for key in ["type", "@type"] {
-                            if let Some(Value::String(t)) = fields.get(key) {
-                                if !is_type_name(t) {
-                                    return Err(format!(
-                                        "{key} {t:?} is not an entity type (letters, digits, _ or - starting with a letter)"
-                                    ));
-                                }
-                                ty = t.clone();
-                                used.push(key);
-                                break;
-                            }
-                        }
-                        let id = match id {
-                            Some(id) => {
-                                let masked = self.masker.mask_id(&id);
-                                masked.split_whitespace().collect::<Vec<_>>().join("_")
-                            }
-                            None => {
-                                let masked: Map<String, Value> =
-                                    fields.iter().map(|(k, v)| (k.clone(), self.value(v))).collect();
-                                let canonical = serde_json::to_string(&masked).unwrap_or_default();
-                                Sha256::digest(canonical.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
-                            }
-                        };
-                        format!("{ty}:{id}")
-                    }
-                }
-            }
-        };
+        let (subject, used) = record_subject(
+            &fields,
+            rec.id_fallback.as_deref(),
+            self.req.hint.as_ref(),
+            self.masker,
+            |v| self.value(v),
+        )?;
         let mut out = Vec::new();
         for (k, v) in &fields {
             if used.contains(&k.as_str()) || v.is_null() {
@@ -341,7 +388,12 @@ impl RecordContext<'_> {
     /// A Markdown document: each front matter entry and `key: value` line
     /// is one record about the document's subject.
     fn markdown(&self, md: &formats::Markdown, d: &mut Digest) {
-        let front = |k: &str| md.front.iter().find(|(_, key, _)| key == k).map(|(_, _, v)| v);
+        let front = |k: &str| {
+            md.front
+                .iter()
+                .find(|(_, key, _)| key == k)
+                .map(|(_, _, v)| v)
+        };
         let mut used: Vec<&str> = Vec::new();
         let text = |v: Option<&Value>| match v {
             Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
@@ -364,7 +416,12 @@ impl RecordContext<'_> {
                     }
                     None => Hint::type_name(self.req.hint.as_ref()).to_string(),
                 };
-                let id = self.masker.mask_id(&id).split_whitespace().collect::<Vec<_>>().join("_");
+                let id = self
+                    .masker
+                    .mask_id(&id)
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join("_");
                 subject = Some(format!("{ty}:{id}"));
             }
         }
@@ -372,7 +429,11 @@ impl RecordContext<'_> {
             Some(Hint::Entity(e)) => e.clone(),
             _ => self.page.to_string(),
         });
-        let entries = md.front.iter().filter(|(_, k, _)| !used.contains(&k.as_str())).chain(md.lines.iter());
+        let entries = md
+            .front
+            .iter()
+            .filter(|(_, k, _)| !used.contains(&k.as_str()))
+            .chain(md.lines.iter());
         for (line, key, value) in entries {
             d.records += 1;
             let n = d.records;
@@ -380,7 +441,11 @@ impl RecordContext<'_> {
                 continue;
             }
             match self.fact(n, &subject, key, self.masker.mask_value(value)) {
-                Ok(f) => d.facts.push(Planned { record: n, origin: "content", input: f }),
+                Ok(f) => d.facts.push(Planned {
+                    record: n,
+                    origin: "content",
+                    input: f,
+                }),
                 Err(reason) => d.reject(n, Some(*line), "content", reason),
             }
         }
@@ -417,7 +482,14 @@ pub async fn extract(
 ) -> Result<Tokens, ModelFailure> {
     let text = pages::cut_bytes(&d.masked_text, model::MAX_MODEL_TEXT).to_string();
     let mut tokens = Tokens::default();
-    let chat = client.chat(extractor, model::EXTRACT_SYSTEM, &model::extract_prompt(&text)).await.map_err(ModelFailure::Llm)?;
+    let chat = client
+        .chat(
+            extractor,
+            model::EXTRACT_SYSTEM,
+            &model::extract_prompt(&text),
+        )
+        .await
+        .map_err(ModelFailure::Llm)?;
     tokens.tokens_in += chat.tokens_in;
     tokens.tokens_out += chat.tokens_out;
     let parsed = model::parse_proposals(&chat.content).map_err(ModelFailure::Junk)?;
@@ -427,9 +499,12 @@ pub async fn extract(
     for (i, p) in parsed.into_iter().enumerate() {
         let n = first + i;
         match p {
-            Ok(_) if good.len() >= model::MAX_PROPOSALS => {
-                d.reject(n, None, "extract", format!("over the limit of {} extracted facts", model::MAX_PROPOSALS))
-            }
+            Ok(_) if good.len() >= model::MAX_PROPOSALS => d.reject(
+                n,
+                None,
+                "extract",
+                format!("over the limit of {} extracted facts", model::MAX_PROPOSALS),
+            ),
             Ok(mut p) => {
                 // The model saw masked text only; mask its answer too, in case.
                 p.subject = masker.mask_id(&p.subject);
@@ -443,7 +518,14 @@ pub async fn extract(
         Some(j) if !good.is_empty() => {
             let props: Vec<Proposal> = good.iter().map(|(_, p)| p.clone()).collect();
             let judge_text = pages::cut_bytes(&text, model::MAX_MODEL_TEXT / 2);
-            let chat = client.chat(j, model::JUDGE_SYSTEM, &model::judge_prompt(judge_text, &props)).await.map_err(ModelFailure::Llm)?;
+            let chat = client
+                .chat(
+                    j,
+                    model::JUDGE_SYSTEM,
+                    &model::judge_prompt(judge_text, &props),
+                )
+                .await
+                .map_err(ModelFailure::Llm)?;
             tokens.tokens_in += chat.tokens_in;
             tokens.tokens_out += chat.tokens_out;
             Some(model::parse_scores(&chat.content, props.len()).map_err(ModelFailure::Junk)?)
@@ -476,7 +558,11 @@ pub async fn extract(
                 for e in linked_entities(&input) {
                     d.mention(&e);
                 }
-                d.facts.push(Planned { record: n, origin: "extract", input });
+                d.facts.push(Planned {
+                    record: n,
+                    origin: "extract",
+                    input,
+                });
             }
             Err(e) => d.reject(n, None, "extract", e.to_string()),
         }
@@ -491,7 +577,12 @@ pub async fn extract(
 /// digest asserts another one), so one conflicting record does not fail the
 /// whole digest. A conflict that appears between this check and the write
 /// still fails the write as a whole (400 Conflict, nothing written).
-pub fn check_strict(engine: &Engine, tenant: &str, d: &mut Digest, now: i64) -> Result<(), EngineError> {
+pub fn check_strict(
+    engine: &Engine,
+    tenant: &str,
+    d: &mut Digest,
+    now: i64,
+) -> Result<(), EngineError> {
     let mut cardinality: HashMap<String, Cardinality> = HashMap::new();
     let mut bad: BTreeMap<usize, (&'static str, String)> = BTreeMap::new();
     let mut held: HashMap<(String, String), Value> = HashMap::new();
@@ -506,14 +597,35 @@ pub fn check_strict(engine: &Engine, tenant: &str, d: &mut Digest, now: i64) -> 
         let key = (f.input.subject.clone(), p.clone());
         if let Some(prev) = held.get(&key) {
             if *prev != f.input.object {
-                bad.insert(f.record, (f.origin, format!("{p} is strict and an earlier record gives {} {prev}", key.0)));
+                bad.insert(
+                    f.record,
+                    (
+                        f.origin,
+                        format!("{p} is strict and an earlier record gives {} {prev}", key.0),
+                    ),
+                );
             }
             continue;
         }
-        let q = FactQuery { subject: Some(key.0.clone()), predicate: Some(p.clone()), status: StatusFilter::Current, limit: 100, ..Default::default() };
+        let q = FactQuery {
+            subject: Some(key.0.clone()),
+            predicate: Some(p.clone()),
+            status: StatusFilter::Current,
+            limit: 100,
+            ..Default::default()
+        };
         let current = engine.query(tenant, &q)?.facts;
-        if let Some(other) = current.iter().find(|x| x.object != f.input.object && x.valid_until.is_none_or(|u| u > now)) {
-            bad.insert(f.record, (f.origin, format!("{p} is strict and {} already holds {}", key.0, other.object)));
+        if let Some(other) = current
+            .iter()
+            .find(|x| x.object != f.input.object && x.valid_until.is_none_or(|u| u > now))
+        {
+            bad.insert(
+                f.record,
+                (
+                    f.origin,
+                    format!("{p} is strict and {} already holds {}", key.0, other.object),
+                ),
+            );
             continue;
         }
         held.insert(key, f.input.object.clone());
@@ -550,7 +662,10 @@ pub fn ops(
     let mut ops = Vec::new();
     let mut slots = Vec::new();
     if !mentions_many && !d.mentions.is_empty() {
-        ops.push(WriteOp::SetCardinality { predicate: pages::MENTIONS.into(), cardinality: Cardinality::Many });
+        ops.push(WriteOp::SetCardinality {
+            predicate: pages::MENTIONS.into(),
+            cardinality: Cardinality::Many,
+        });
         slots.push(Slot::Setting);
     }
     if let Some((wanted, _)) = threshold {
@@ -566,7 +681,11 @@ pub fn ops(
         slots.push(Slot::Setting);
     }
     let mut page = pages::page_facts(&d.page, &d.title, &d.body, source, content_type);
-    page.extend(d.mentions.iter().map(|m| FactInput::new(&d.page, pages::MENTIONS, m.as_str()).source(source)));
+    page.extend(
+        d.mentions
+            .iter()
+            .map(|m| FactInput::new(&d.page, pages::MENTIONS, m.as_str()).source(source)),
+    );
     for f in page {
         ops.push(WriteOp::Assert(f));
         slots.push(Slot::Page);
@@ -643,11 +762,19 @@ fn secret_key(tenant: &str) -> Vec<u8> {
 pub fn tenant_secret(engine: &Engine, tenant: &str) -> Result<Secret, EngineError> {
     static CREATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let key = secret_key(tenant);
-    if let Some(s) = engine.aux_get(&key)?.as_deref().and_then(Secret::from_bytes) {
+    if let Some(s) = engine
+        .aux_get(&key)?
+        .as_deref()
+        .and_then(Secret::from_bytes)
+    {
         return Ok(s);
     }
     let _guard = CREATE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(s) = engine.aux_get(&key)?.as_deref().and_then(Secret::from_bytes) {
+    if let Some(s) = engine
+        .aux_get(&key)?
+        .as_deref()
+        .and_then(Secret::from_bytes)
+    {
         return Ok(s);
     }
     let s = Secret::generate();

@@ -26,28 +26,35 @@ pub struct IdempotencyKey(pub Option<Vec<u8>>);
 impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        let Some(v) = parts.headers.get(HEADER) else { return Ok(IdempotencyKey(None)) };
+        let Some(v) = parts.headers.get(HEADER) else {
+            return Ok(IdempotencyKey(None));
+        };
         let v = v.as_bytes();
         if v.is_empty() {
             return Ok(IdempotencyKey(None));
         }
         if v.len() > MAX_KEY_LEN {
-            return Err(ApiError::schema(format!("Idempotency-Key must be at most {MAX_KEY_LEN} characters")));
+            return Err(ApiError::schema(format!(
+                "Idempotency-Key must be at most {MAX_KEY_LEN} characters"
+            )));
         }
         Ok(IdempotencyKey(Some(v.to_vec())))
     }
 }
 
 /// Stored form: the status as two big-endian bytes, then the JSON body.
-fn encode(status: StatusCode, body: &Value) -> Vec<u8> {
+pub fn encode(status: StatusCode, body: &Value) -> Vec<u8> {
     let mut out = status.as_u16().to_be_bytes().to_vec();
     serde_json::to_writer(&mut out, body).expect("JSON serializes");
     out
 }
 
-fn replay(bytes: &[u8]) -> Response {
+pub fn replay(bytes: &[u8]) -> Response {
     let (status, body) = match bytes {
-        [hi, lo, body @ ..] => (StatusCode::from_u16(u16::from_be_bytes([*hi, *lo])).ok(), body),
+        [hi, lo, body @ ..] => (
+            StatusCode::from_u16(u16::from_be_bytes([*hi, *lo])).ok(),
+            body,
+        ),
         _ => (None, &[][..]),
     };
     let Some(status) = status else {
@@ -56,16 +63,20 @@ fn replay(bytes: &[u8]) -> Response {
     };
     let mut resp = (
         status,
-        [(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            axum::http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         body.to_vec(),
     )
         .into_response();
-    resp.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
+    resp.headers_mut()
+        .insert(REPLAYED, HeaderValue::from_static("true"));
     resp
 }
 
 /// The key as stored: route and key, so one key names one operation per route.
-fn scoped(route: &str, key: &[u8]) -> Vec<u8> {
+pub fn scoped(route: &str, key: &[u8]) -> Vec<u8> {
     let mut scoped = route.as_bytes().to_vec();
     scoped.push(0);
     scoped.extend_from_slice(key);
@@ -75,7 +86,12 @@ fn scoped(route: &str, key: &[u8]) -> Vec<u8> {
 /// The stored reply to an earlier request with this key, if there is one:
 /// for routes that do expensive work (model calls) before their write, so a
 /// retry is answered without redoing it. (The write itself still checks.)
-pub async fn stored(st: &AppState, tenant: &str, route: &str, key: &IdempotencyKey) -> Result<Option<Response>, ApiError> {
+pub async fn stored(
+    st: &AppState,
+    tenant: &str,
+    route: &str,
+    key: &IdempotencyKey,
+) -> Result<Option<Response>, ApiError> {
     let Some(k) = &key.0 else { return Ok(None) };
     let engine = std::sync::Arc::clone(st.memory.engine());
     let (tenant, scoped) = (tenant.to_string(), scoped(route, k));
@@ -106,7 +122,9 @@ pub async fn write(
             Ok(out) => Some(encode(status, &render_ok(out))),
             Err(e) => {
                 let api = ApiError::from(clone_error(e));
-                api.status.is_client_error().then(|| encode(api.status, &api.body()))
+                api.status
+                    .is_client_error()
+                    .then(|| encode(api.status, &api.body()))
             }
         }),
     };
