@@ -20,6 +20,14 @@ What it does:
      a JSON object or array (a document that does not is rightly answered
      400); a positive case whose content does not is sent as text/plain.
      `source` is cut to the engine's limit in bytes.
+   - POST /api/connectors: the reference types every setting as a free
+     string; the server takes a name of [A-Za-z0-9_.-]{1,64}, a kind of
+     webhook or pull (pull needs a url), an http(s) url of a public host
+     without credentials, a subject that is a type, an entity ref or a
+     template, predicate names in `fields`, and no unknown settings. A
+     positive case is brought within those rules; every url becomes
+     https://example.com/... (registering does not fetch it, and a pull of it
+     fails cleanly without the internet: 502).
    Negative cases are left alone: whatever makes them invalid still does.
 
 2. Every case gets its own `Idempotency-Key`: a repeated key (the spec's
@@ -105,6 +113,44 @@ def _fix_fact(fact):
             fact["valid_from"] = until - 1
 
 
+CONNECTOR_SETTINGS = {"name", "kind", "label", "url", "subject", "fields", "mask", "confidence", "every_secs"}
+CONNECTOR_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+SUBJECT_RULE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*(:[A-Za-z0-9_.-]+)?$")
+MASKS = {"redact", "hash", "hash_sha256", "shift_date", "none"}
+
+
+def _fix_connector(body):
+    for k in list(body):
+        if k not in CONNECTOR_SETTINGS:
+            del body[k]
+    name = body.get("name")
+    if not isinstance(name, str) or not CONNECTOR_NAME.match(name):
+        cleaned = re.sub(r"[^A-Za-z0-9_.-]", "", name if isinstance(name, str) else "")[:64]
+        body["name"] = cleaned or "fuzzed"
+    if body.get("kind") not in (None, "webhook", "pull"):
+        del body["kind"]
+    if isinstance(body.get("label"), str):
+        body["label"] = body["label"][:200]
+    if body.get("url") is not None or body.get("kind") == "pull" or body.get("every_secs") is not None:
+        body["url"] = "https://example.com/export.jsonl"
+    subject = body.get("subject")
+    if isinstance(subject, str) and subject.strip() and not SUBJECT_RULE.match(subject.strip()):
+        del body["subject"]
+    fields = body.get("fields")
+    if fields is not None:
+        names = fields if isinstance(fields, list) else list(fields.values()) if isinstance(fields, dict) else [None]
+        if not names or not all(isinstance(n, str) and NAME.match(n) and len(n.encode("utf-8", "surrogatepass")) <= 256 for n in names):
+            del body["fields"]
+    if body.get("mask") is not None and body.get("mask") not in MASKS:
+        del body["mask"]
+    every = body.get("every_secs")
+    if every is not None and (not isinstance(every, int) or not 10 <= every <= 366 * 24 * 3600):
+        del body["every_secs"]
+    confidence = body.get("confidence")
+    if confidence is not None and (not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1):
+        del body["confidence"]
+
+
 def _fix_digest(body):
     if body.get("content_type") == "application/json" and isinstance(body.get("content"), str):
         try:
@@ -147,6 +193,8 @@ def before_call(ctx, case, kwargs):
         return
     if key == ("POST", "/api/digest") and isinstance(case.body, dict):
         _fix_digest(case.body)
+    if key == ("POST", "/api/connectors") and isinstance(case.body, dict):
+        _fix_connector(case.body)
     if key in READS_AS_OF and isinstance(case.query, MutableMapping):
         case.query.pop("cursor", None)
         if "as_of" in case.query and "as_of_tx" in case.query:

@@ -18,15 +18,12 @@ const REFERENCE: &str = include_str!("../../api/abagraph.openapi.json");
 
 /// A subject or predicate: not blank, no control characters (what the
 /// engine accepts).
-pub const NAME_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$";
+pub const NAME_PATTERN: &str =
+    r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$";
 
 /// Reference operations this server does not implement yet. They stay in
 /// the document (they are part of the product), marked as planned.
 pub const PLANNED: &[(&str, &str)] = &[
-    ("/api/connectors", "get"),
-    ("/api/connectors", "post"),
-    ("/api/connectors/{name}/events", "post"),
-    ("/api/connectors/{name}/pull", "post"),
     ("/api/alerts", "get"),
     ("/api/reports", "get"),
 ];
@@ -48,7 +45,10 @@ fn build() -> Value {
     let mut doc = reference();
     doc["info"]["title"] = json!("tempora memory API");
     doc["info"]["version"] = json!(env!("CARGO_PKG_VERSION"));
-    let about = doc["info"]["description"].as_str().unwrap_or_default().to_string();
+    let about = doc["info"]["description"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     doc["info"]["description"] = json!(format!(
         "{about}\n\nThis is the document of tempora, which implements the memory API above: the reference \
          operations (operations marked `x-tempora-planned: true` are not implemented by this version yet and \
@@ -257,10 +257,14 @@ fn components(doc: &mut Value) {
         tempora_storage::MAX_VALUE_BYTES,
         tempora_storage::MAX_JSON_DEPTH,
     ));
-    for (field, max) in
-        [("subject", tempora_storage::MAX_SUBJECT_BYTES), ("predicate", tempora_storage::MAX_PREDICATE_BYTES)]
-    {
-        merge(&mut input["properties"][field], json!({"minLength": 1, "maxLength": max, "pattern": NAME_PATTERN}));
+    for (field, max) in [
+        ("subject", tempora_storage::MAX_SUBJECT_BYTES),
+        ("predicate", tempora_storage::MAX_PREDICATE_BYTES),
+    ] {
+        merge(
+            &mut input["properties"][field],
+            json!({"minLength": 1, "maxLength": max, "pattern": NAME_PATTERN}),
+        );
     }
     input["properties"]["source"]["maxLength"] = json!(tempora_storage::MAX_SOURCE_BYTES);
 
@@ -361,14 +365,16 @@ fn reference_paths(doc: &mut Value) {
         if op.is_object() {
             op["x-tempora-planned"] = json!(true);
             let d = op["description"].as_str().unwrap_or_default().to_string();
-            op["description"] =
-                json!(format!("{d}\n\nNot implemented by this version of tempora yet: answers 404 NotFound."));
+            op["description"] = json!(format!(
+                "{d}\n\nNot implemented by this version of tempora yet: answers 404 NotFound."
+            ));
         }
     }
 
     recall_paths(paths);
     search_paths(paths);
     digest_paths(paths);
+    connector_paths(paths);
     mcp_paths(paths);
 
     // GET /api/facts
@@ -378,7 +384,9 @@ fn reference_paths(doc: &mut Value) {
          time (as_of / as_of_tx) and valid time (valid_at). Results are tenant-scoped and paginated: when more \
          facts match, the `X-Next-Cursor` response header carries the cursor of the next page."
     );
-    let ps = list["parameters"].as_array_mut().expect("listFacts has parameters");
+    let ps = list["parameters"]
+        .as_array_mut()
+        .expect("listFacts has parameters");
     for p in ps.iter_mut() {
         if p["name"] == "status" {
             p["description"] = json!(
@@ -506,13 +514,15 @@ fn reference_paths(doc: &mut Value) {
     );
     login["responses"]["200"]["description"] =
         json!("Logged in. Sets an HttpOnly tempora_session cookie (not in open mode).");
-    login["responses"]["200"]["headers"]["Set-Cookie"]["description"] =
-        json!("`tempora_session=<key>; HttpOnly; SameSite=Lax; Path=/` (plus `Secure` over HTTPS).");
+    login["responses"]["200"]["headers"]["Set-Cookie"]["description"] = json!(
+        "`tempora_session=<key>; HttpOnly; SameSite=Lax; Path=/` (plus `Secure` over HTTPS)."
+    );
     login["responses"]["413"] = resp("PayloadTooLarge");
     with_common_errors(&mut login["responses"], false);
     let logout = &mut paths["/api/session"]["delete"];
     logout["description"] = json!("Log out by clearing the tempora_session cookie.");
-    logout["responses"]["200"]["description"] = json!("Logged out. Expires the tempora_session cookie.");
+    logout["responses"]["200"]["description"] =
+        json!("Logged out. Expires the tempora_session cookie.");
     logout["responses"]["200"]["headers"]["Set-Cookie"]["description"] =
         json!("Expired (Max-Age=0) tempora_session cookie.");
     with_common_errors(&mut logout["responses"], false);
@@ -537,7 +547,9 @@ fn recall_paths(paths: &mut Value) {
          {} edges read per node and direction; a walk that hits a bound says `truncated`. Never crosses tenants.",
         walk::MAX_DEPTH, walk::DEFAULT_MAX_NODES, walk::MAX_NODES, walk::MAX_EDGES_PER_NODE
     ));
-    let ps = w["parameters"].as_array_mut().expect("walkGraph has parameters");
+    let ps = w["parameters"]
+        .as_array_mut()
+        .expect("walkGraph has parameters");
     for p in ps.iter_mut() {
         match p["name"].as_str() {
             Some("start") => p["schema"]["pattern"] = json!("^[A-Za-z][A-Za-z0-9_-]*:\\S+$"),
@@ -572,7 +584,9 @@ fn recall_paths(paths: &mut Value) {
          and the edges between them. At most {} facts are read for one view (`truncated` says when there were more).",
         graph::FOCUS_CAP, graph::MAX_SCAN
     ));
-    let ps = g["parameters"].as_array_mut().expect("getGraph has parameters");
+    let ps = g["parameters"]
+        .as_array_mut()
+        .expect("getGraph has parameters");
     for p in ps.iter_mut() {
         if p["name"] == "limit" {
             p["schema"]["minimum"] = json!(0);
@@ -675,8 +689,16 @@ fn recall_paths(paths: &mut Value) {
         "type": "object",
         "properties": {"mode": {"type": "string", "enum": ["model", "extractive"]}},
     }]});
-    a["responses"]["502"] = error_response("The model endpoint failed or answered something unusable.", "UpstreamError", "the model endpoint answered HTTP 500: ...");
-    a["responses"]["504"] = error_response("The model endpoint did not answer in time.", "UpstreamTimeout", "the model endpoint did not answer within 30000 ms");
+    a["responses"]["502"] = error_response(
+        "The model endpoint failed or answered something unusable.",
+        "UpstreamError",
+        "the model endpoint answered HTTP 500: ...",
+    );
+    a["responses"]["504"] = error_response(
+        "The model endpoint did not answer in time.",
+        "UpstreamTimeout",
+        "the model endpoint did not answer within 30000 ms",
+    );
     with_common_errors(&mut a["responses"], true);
 }
 
@@ -733,12 +755,15 @@ fn search_paths(paths: &mut Value) {
 
     let g = &mut paths["/api/search"]["get"];
     g["description"] = json!(description.clone());
-    let ps = g["parameters"].as_array_mut().expect("search has parameters");
+    let ps = g["parameters"]
+        .as_array_mut()
+        .expect("search has parameters");
     for p in ps.iter_mut() {
         match p["name"].as_str() {
             Some("question") => {
                 p["required"] = json!(true);
-                p["description"] = json!("The question; its words are matched against the facts' words.");
+                p["description"] =
+                    json!("The question; its words are matched against the facts' words.");
                 p["schema"]["pattern"] = json!("\\S");
             }
             Some("top_k") => {
@@ -761,7 +786,9 @@ fn search_paths(paths: &mut Value) {
     with_common_errors(&mut g["responses"], true);
 
     let p = &mut paths["/api/search"]["post"];
-    p["description"] = json!(format!("{description} The same search as GET, with the parameters in a JSON body."));
+    p["description"] = json!(format!(
+        "{description} The same search as GET, with the parameters in a JSON body."
+    ));
     p["parameters"] = json!([param("Tenant"), param("TenantHeader")]);
     p["requestBody"]["required"] = json!(true);
     let mut props = json!({
@@ -883,16 +910,195 @@ fn digest_paths(paths: &mut Value) {
     }]});
     ok["headers"] = replayed_header();
     d["responses"]["413"] = resp("PayloadTooLarge");
-    d["responses"]["502"] = error_response("A model endpoint failed or answered something unusable; nothing was written.", "UpstreamError", "the model endpoint answered HTTP 500: ...");
-    d["responses"]["504"] = error_response("A model endpoint did not answer in time; nothing was written.", "UpstreamTimeout", "the model endpoint did not answer within 30000 ms");
+    d["responses"]["502"] = error_response(
+        "A model endpoint failed or answered something unusable; nothing was written.",
+        "UpstreamError",
+        "the model endpoint answered HTTP 500: ...",
+    );
+    d["responses"]["504"] = error_response(
+        "A model endpoint did not answer in time; nothing was written.",
+        "UpstreamTimeout",
+        "the model endpoint did not answer within 30000 ms",
+    );
     with_common_errors(&mut d["responses"], true);
+}
+
+/// `/api/connectors` (docs/connectors.md).
+fn connector_paths(paths: &mut Value) {
+    use crate::connectors::{ingest, MAX_EVERY_SECS, MAX_NAME_LEN, MIN_EVERY_SECS};
+    use crate::digest::mask::Strategy;
+    let name_pattern = format!("^[A-Za-z0-9_.-]{{1,{MAX_NAME_LEN}}}$");
+    let name_param = json!({
+        "name": "name", "in": "path", "required": true,
+        "description": "The connector's name.",
+        "schema": {"type": "string", "pattern": name_pattern},
+    });
+    let connector = json!({"allOf": [schema("Connector"), {
+        "type": "object",
+        "required": ["name", "kind", "label", "url", "subject", "fields", "mask", "ingested", "source", "entity", "last_pull"],
+        "properties": {
+            "name": {"type": "string"},
+            "kind": {"type": "string", "enum": crate::connectors::KINDS},
+            "label": {"type": "string", "description": "The label, or the name when none was given."},
+            "url": {"type": ["string", "null"]},
+            "subject": {"type": "string", "description": "The subject mapping as registered; empty: the records decide."},
+            "fields": {"description": "Which fields become predicates: null (all), a list, or field -> predicate."},
+            "mask": {"type": "string", "enum": Strategy::NAMES},
+            "confidence": {"type": ["number", "null"]},
+            "every_secs": {"type": ["integer", "null"]},
+            "ingested": {"type": "integer", "minimum": 0, "description": "Live facts (active and held candidates) whose source is the connector's, now: superseded and retracted ones are not counted."},
+            "source": {"type": "string", "description": "`connector:<name>`: the source of every fact the connector writes."},
+            "entity": {"type": "string", "description": "`Connector:<name>`: the entity whose facts are the settings (their history is the connector's)."},
+            "created_at": {"type": "integer"},
+            "updated_at": {"type": "integer"},
+            "last_pull": {
+                "type": ["object", "null"],
+                "description": "The last pull (requested or scheduled); null if never pulled.",
+                "properties": {
+                    "at": {"type": "integer"}, "ok": {"type": "boolean"}, "duration_ms": {"type": "integer"},
+                    "error": {"type": "string"}, "records": {"type": "integer"}, "asserted": {"type": "integer"},
+                    "candidates": {"type": "integer"}, "unchanged": {"type": "integer"}, "rejected": {"type": "integer"},
+                    "trigger": {"type": "string", "enum": ["request", "schedule"]},
+                },
+            },
+        },
+    }]});
+
+    let list = &mut paths["/api/connectors"]["get"];
+    list["description"] = json!("The tenant's connectors by name, each with its settings, the live count of the facts it ingested and its last pull.");
+    list["parameters"] = json!([param("Tenant"), param("TenantHeader")]);
+    list["responses"]["200"]["content"]["application/json"]["schema"] = json!({"allOf": [schema("ConnectorList"), {
+        "type": "object", "required": ["connectors"],
+        "properties": {"connectors": {"type": "array", "items": connector.clone()}},
+    }]});
+    with_common_errors(&mut list["responses"], true);
+
+    let reg = &mut paths["/api/connectors"]["post"];
+    reg["description"] = json!(format!(
+        "Register a connector, or update one: the body is the whole configuration (a setting left out is \
+         removed). Settings are facts about `Connector:<name>`: a changed one supersedes its old value, so the \
+         configuration's history is kept. `kind` is `webhook` (deliveries are POSTed to .../events) or `pull` \
+         (the server fetches `url`, needs a url; the default when `every_secs` is given). `url` is http(s), \
+         without credentials; a literal non-public address is refused now, a name when it is pulled. `subject` \
+         maps records to their subject: a template (`Person:{{id}}`, placeholders are record fields and do not \
+         also become facts), a type name (`Person`: records are `Person:<id>`), one entity (`Org:acme`), or \
+         unset (each record's `id` / `subject` / `type` fields decide, as in /api/digest). `fields` picks the \
+         predicates: a list of field names, or an object field -> predicate; unset: every field. `mask` masks PII \
+         before anything is stored (default redact). `confidence` is given to every fact (below the tenant's \
+         threshold they land as candidates). `every_secs` ({MIN_EVERY_SECS} (`[connectors] min_every_secs`) to \
+         {MAX_EVERY_SECS}) schedules pulls."
+    ));
+    reg["parameters"] = json!([param("Tenant"), param("TenantHeader")]);
+    reg["requestBody"]["content"]["application/json"]["schema"] = json!({"allOf": [schema("ConnectorInput"), {
+        "type": "object",
+        "required": ["name"],
+        "additionalProperties": false,
+        "description": "Unknown fields are refused.",
+        "properties": {
+            "name": {"type": "string", "pattern": name_pattern},
+            "kind": {"type": "string", "enum": crate::connectors::KINDS},
+            "label": {"type": "string", "maxLength": 200},
+            "url": {"type": ["string", "null"], "pattern": "^https?://[^\\s/@]+(/\\S*)?$"},
+            "subject": {"type": ["string", "null"], "description": "`Person:{id}`, `Person` or `Org:acme`."},
+            "fields": {"description": "A list of field names or an object field -> predicate; null: every field.", "oneOf": [
+                {"type": "null"},
+                {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+                {"type": "object", "minProperties": 1, "additionalProperties": {"type": "string", "minLength": 1}},
+            ]},
+            "mask": {"type": "string", "enum": Strategy::NAMES, "default": "redact"},
+            "confidence": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+            "every_secs": {"type": ["integer", "null"], "minimum": MIN_EVERY_SECS, "maximum": MAX_EVERY_SECS},
+        },
+    }]});
+    reg["responses"]["200"]["content"]["application/json"]["schema"] = connector;
+    reg["responses"]["400"] = resp("BadRequest");
+    with_common_errors(&mut reg["responses"], true);
+
+    let rejection = json!({
+        "type": "object", "required": ["record", "line", "reason"],
+        "properties": {"record": {"type": "integer"}, "line": {"type": "integer"}, "reason": {"type": "string"}},
+    });
+    let receipt = json!({"allOf": [schema("IngestReceipt"), {
+        "type": "object",
+        "required": ["connector", "source", "delivery", "records", "asserted", "candidates", "unchanged", "rejected", "rejections", "transactions", "bytes"],
+        "properties": {
+            "connector": {"type": "string"},
+            "source": {"type": "string"},
+            "delivery": {"type": "string", "description": "This delivery's id, also in each fact's properties."},
+            "records": {"type": "integer", "minimum": 0},
+            "asserted": {"type": "integer", "minimum": 0, "description": "Facts stored active."},
+            "candidates": {"type": "integer", "minimum": 0},
+            "unchanged": {"type": "integer", "minimum": 0, "description": "Records that repeat what is stored (nothing written)."},
+            "rejected": {"type": "integer", "minimum": 0},
+            "rejections": {"type": "array", "items": rejection, "maxItems": ingest::MAX_LISTED_REJECTIONS},
+            "rejections_truncated": {"type": "boolean"},
+            "transactions": {"type": "integer", "minimum": 0},
+            "first_tx": {"type": "integer"},
+            "last_tx": {"type": "integer"},
+            "bytes": {"type": "integer", "minimum": 0},
+        },
+    }]});
+
+    let ev = &mut paths["/api/connectors/{name}/events"]["post"];
+    ev["description"] = json!(format!(
+        "Deliver records: one JSON object, a JSON array of objects (or objects one after another), JSON Lines \
+         (`application/x-ndjson`) or CSV (`text/csv`, header row = field names). The body is read as it \
+         arrives (not held whole; CSV excepted, at most {} bytes) and written in transactions of about {} facts, \
+         so a delivery may be far larger than other requests: up to `[connectors] max_ingest_bytes` (default \
+         256 MiB) and `max_records` (1,000,000); a single record up to `max_record_bytes` (1 MiB). Each record \
+         lands whole or is rejected with its reason and line; a record that repeats what is stored writes \
+         nothing (`unchanged`). Over a bound the delivery stops with 413: the records before it are stored, \
+         and the message says how many. With `Idempotency-Key` the receipt is stored with the delivery's last \
+         write and replayed to retries.",
+        ingest::MAX_CSV_BYTES,
+        ingest::CHUNK_FACTS
+    ));
+    ev["parameters"] = json!([name_param.clone(), param("IdempotencyKey"), param("Tenant"), param("TenantHeader")]);
+    ev["requestBody"]["content"]["text/csv"] = json!({"schema": {"type": "string", "description": "CSV with a header row."}});
+    ev["responses"]["200"]["content"]["application/json"]["schema"] = receipt.clone();
+    ev["responses"]["200"]["headers"] = replayed_header();
+    ev["responses"]["400"] = resp("BadRequest");
+    ev["responses"]["413"] = error_response(
+        "The delivery is over a bound (bytes or records); the records before it are stored.",
+        "PayloadTooLarge",
+        "the body is larger than the limit of 268435456 bytes; the 1200 records read before it: ... are stored",
+    );
+    ev["responses"]["415"] = error_response(
+        "The body is not JSON, JSON Lines or CSV.",
+        "UnsupportedMediaType",
+        "events are JSON (application/json), JSON Lines (application/x-ndjson) or CSV (text/csv), not \"application/xml\"",
+    );
+    with_common_errors(&mut ev["responses"], true);
+
+    let pull = &mut paths["/api/connectors/{name}/pull"]["post"];
+    pull["description"] = json!(
+        "Pull the connector's url now and ingest the answer (JSON, JSON Lines or CSV, by its content type) like a \
+         delivery. The SSRF guard: the host is resolved once, every address checked and the connection pinned to \
+         them; loopback, private, link-local (cloud metadata), CGNAT, multicast, unspecified, reserved and \
+         documentation ranges, IPv4 and IPv6 (v4-mapped, 6to4, NAT64 and Teredo included), are refused unless \
+         `[outbound] allow` names them. Redirects are followed by hand (at most `[connectors] max_redirects`, \
+         default 5), each hop checked the same way. The body is bounded by `max_ingest_bytes`, the whole pull \
+         by `pull_timeout_secs` (default 60). The outcome is kept as the connector's `last_pull`."
+    );
+    pull["parameters"] = json!([name_param, param("Tenant"), param("TenantHeader")]);
+    pull["responses"]["200"]["content"]["application/json"]["schema"] = receipt;
+    pull["responses"]["400"] = error_response(
+        "The connector has no url, or the url (or a redirect) is refused by the outbound policy.",
+        "SchemaInvalid",
+        "redirect 1 refused: 169.254.169.254 is a private, loopback or otherwise non-public address ...",
+    );
+    pull["responses"]["502"] = error_response(
+        "The source could not be reached, answered an HTTP error or something that is not records, redirected too often, or sent more than the limit (records before the limit are stored).",
+        "UpstreamError",
+        "the source answered HTTP 500 Internal Server Error",
+    );
+    pull["responses"]["504"] = error_response("The pull did not finish in time.", "UpstreamTimeout", "the pull did not finish within 60 s");
+    with_common_errors(&mut pull["responses"], true);
 }
 
 /// `/mcp` (Streamable HTTP, docs/mcp.md) and its manifest.
 fn mcp_paths(paths: &mut Value) {
-    let rpc_error = |description: &str| {
-        json!({"description": description, "content": json_content(schema("JsonRpcResponse"))})
-    };
+    let rpc_error = |description: &str| json!({"description": description, "content": json_content(schema("JsonRpcResponse"))});
     let post = &mut paths["/mcp"]["post"];
     post["description"] = json!(
         "Model Context Protocol over Streamable HTTP (JSON-RPC 2.0), stateless: every POST carries one JSON-RPC \
@@ -922,11 +1128,27 @@ fn mcp_paths(paths: &mut Value) {
         },
     });
     let responses = obj(&mut post["responses"]);
-    responses.insert("202".into(), json!({"description": "A notification was accepted (empty body)."}));
+    responses.insert(
+        "202".into(),
+        json!({"description": "A notification was accepted (empty body)."}),
+    );
     responses.insert("400".into(), rpc_error("Not one JSON-RPC 2.0 message (malformed JSON, a batch, a wrong shape), or an unsupported MCP-Protocol-Version: a JSON-RPC error."));
-    responses.insert("403".into(), error_response("The request's Origin may not call this endpoint.", "Forbidden", "this Origin may not call the MCP endpoint"));
-    responses.insert("413".into(), rpc_error("The body is larger than max_body_bytes."));
-    responses.insert("415".into(), rpc_error("The body is not Content-Type: application/json."));
+    responses.insert(
+        "403".into(),
+        error_response(
+            "The request's Origin may not call this endpoint.",
+            "Forbidden",
+            "this Origin may not call the MCP endpoint",
+        ),
+    );
+    responses.insert(
+        "413".into(),
+        rpc_error("The body is larger than max_body_bytes."),
+    );
+    responses.insert(
+        "415".into(),
+        rpc_error("The body is not Content-Type: application/json."),
+    );
     with_common_errors(&mut post["responses"], true);
 
     let gated = |op: Value| {
@@ -994,7 +1216,9 @@ fn extension_paths(doc: &mut Value) {
     let paths = obj(&mut doc["paths"]);
     let gated = |mut op: Value| {
         op["x-tempora-extension"] = json!(true);
-        let params = obj(&mut op).entry("parameters").or_insert_with(|| json!([]));
+        let params = obj(&mut op)
+            .entry("parameters")
+            .or_insert_with(|| json!([]));
         if let Some(ps) = params.as_array_mut() {
             ps.extend([param("Tenant"), param("TenantHeader")]);
         }
@@ -1199,7 +1423,9 @@ fn extension_paths(doc: &mut Value) {
 mod tests {
     use super::*;
 
-    const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "options", "head", "trace"];
+    const METHODS: &[&str] = &[
+        "get", "put", "post", "delete", "patch", "options", "head", "trace",
+    ];
 
     fn operations(doc: &Value) -> Vec<(String, String)> {
         let mut out = Vec::new();
@@ -1218,7 +1444,9 @@ mod tests {
     fn router_routes() -> Vec<(String, String)> {
         let src = include_str!("mod.rs");
         let mut out = Vec::new();
-        for chunk in src.split(".route(\"").skip(1) {
+        for chunk in src.split(".route(").skip(1) {
+            // rustfmt may break the call after its parenthesis.
+            let chunk = chunk.trim_start().strip_prefix('"').expect("a route path literal");
             let (path, rest) = chunk.split_once('"').expect("a route path literal");
             // The handler expression runs to the parenthesis closing `.route(`.
             let mut depth = 1;
@@ -1238,7 +1466,11 @@ mod tests {
             for m in ["get", "post", "put", "delete", "patch"] {
                 let needle = format!("{m}(");
                 let found = expr.match_indices(&needle).any(|(i, _)| {
-                    i == 0 || !expr[..i].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    i == 0
+                        || !expr[..i]
+                            .chars()
+                            .next_back()
+                            .is_some_and(|c| c.is_alphanumeric() || c == '_')
                 });
                 if found {
                     out.push((path.to_string(), m.to_string()));
@@ -1255,12 +1487,20 @@ mod tests {
         let served = operations(doc);
         let reference = reference();
         for op in operations(&reference) {
-            assert!(served.contains(&op), "/openapi.json lacks the reference operation {} {}", op.1, op.0);
+            assert!(
+                served.contains(&op),
+                "/openapi.json lacks the reference operation {} {}",
+                op.1,
+                op.0
+            );
         }
         // Nothing of the reference's components went missing either.
         for (kind, items) in reference["components"].as_object().unwrap() {
             for name in items.as_object().unwrap().keys() {
-                assert!(doc["components"][kind].get(name).is_some(), "components.{kind}.{name} is missing");
+                assert!(
+                    doc["components"][kind].get(name).is_some(),
+                    "components.{kind}.{name} is missing"
+                );
             }
         }
         assert_eq!(doc["openapi"], reference["openapi"]);
@@ -1273,7 +1513,8 @@ mod tests {
         let routes = router_routes();
         for (path, method) in &routes {
             if path.starts_with("/api")
-                || ["/healthz", "/readyz", "/livez", "/metrics", "/openapi.json"].contains(&path.as_str())
+                || ["/healthz", "/readyz", "/livez", "/metrics", "/openapi.json"]
+                    .contains(&path.as_str())
             {
                 assert!(
                     served.contains(&(path.clone(), method.clone())),
@@ -1312,13 +1553,18 @@ mod tests {
         let doc = document();
         walk(doc, doc);
         // Links name operations that exist.
-        let ids: Vec<&str> =
-            operations(doc).iter().filter_map(|(p, m)| doc["paths"][p][m]["operationId"].as_str()).collect();
+        let ids: Vec<&str> = operations(doc)
+            .iter()
+            .filter_map(|(p, m)| doc["paths"][p][m]["operationId"].as_str())
+            .collect();
         let text = doc.to_string();
         for id in ["getFact", "getFactHistory", "retractFact", "getPredicate"] {
             assert!(ids.contains(&id), "{id}");
         }
-        assert!(!text.contains("abagraph_session"), "the session cookie of this server is tempora_session");
+        assert!(
+            !text.contains("abagraph_session"),
+            "the session cookie of this server is tempora_session"
+        );
     }
 
     #[test]
@@ -1330,7 +1576,9 @@ mod tests {
             .unwrap()
             .iter()
             .map(|p| match p.get("$ref").and_then(Value::as_str) {
-                Some(r) => doc.pointer(r.strip_prefix('#').unwrap()).unwrap()["name"].as_str().unwrap(),
+                Some(r) => doc.pointer(r.strip_prefix('#').unwrap()).unwrap()["name"]
+                    .as_str()
+                    .unwrap(),
                 None => p["name"].as_str().unwrap(),
             })
             .collect();
@@ -1349,16 +1597,37 @@ mod tests {
         ] {
             assert!(names.contains(&p), "GET /api/facts lacks parameter {p}");
         }
-        assert!(list["responses"]["200"]["headers"].get("X-Next-Cursor").is_some());
+        assert!(list["responses"]["200"]["headers"]
+            .get("X-Next-Cursor")
+            .is_some());
         let fact = &doc["components"]["schemas"]["Fact"]["properties"];
-        for f in ["tx", "created_tx", "created_at", "supersedes", "superseded_by", "continues", "continued_by"] {
+        for f in [
+            "tx",
+            "created_tx",
+            "created_at",
+            "supersedes",
+            "superseded_by",
+            "continues",
+            "continued_by",
+        ] {
             assert!(fact.get(f).is_some(), "Fact lacks {f}");
         }
-        for s in ["BatchInput", "BatchReceipt", "FactHistory", "PredicateInput", "Predicate", "AssertedFact"] {
+        for s in [
+            "BatchInput",
+            "BatchReceipt",
+            "FactHistory",
+            "PredicateInput",
+            "Predicate",
+            "AssertedFact",
+        ] {
             assert!(doc["components"]["schemas"].get(s).is_some(), "schema {s}");
         }
         for p in PLANNED {
-            assert_eq!(doc["paths"][p.0][p.1]["x-tempora-planned"], json!(true), "{p:?}");
+            assert_eq!(
+                doc["paths"][p.0][p.1]["x-tempora-planned"],
+                json!(true),
+                "{p:?}"
+            );
         }
     }
 }
