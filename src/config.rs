@@ -20,9 +20,9 @@ impl Listen {
         if s.eq_ignore_ascii_case("off") {
             return Ok(Listen::Off);
         }
-        s.parse::<SocketAddr>().map(Listen::At).with_context(|| {
-            format!("{what}: {s:?} is not an address like 127.0.0.1:8080 or `off`")
-        })
+        s.parse::<SocketAddr>()
+            .map(Listen::At)
+            .with_context(|| format!("{what}: {s:?} is not an address like 127.0.0.1:8080 or `off`"))
     }
 }
 
@@ -148,12 +148,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_body_bytes: 1 << 20,
-            max_sse_subscribers: 1024,
-            max_in_flight: 4096,
-            sse_buffer: 1024,
-        }
+        Limits { max_body_bytes: 1 << 20, max_sse_subscribers: 1024, max_in_flight: 4096, sse_buffer: 1024 }
     }
 }
 
@@ -195,48 +190,27 @@ pub const DEFAULT_TCP_ADDR: &str = "127.0.0.1:5050";
 impl Config {
     /// Layers defaults < file < environment < flags. `env` is passed in so
     /// tests need not touch the process environment.
-    pub fn load(
-        file: Option<&Path>,
-        env: &dyn Fn(&str) -> Option<String>,
-        flags: Overrides,
-    ) -> Result<Config> {
+    pub fn load(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>, flags: Overrides) -> Result<Config> {
         let file_cfg = match file {
             Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .with_context(|| format!("cannot read config file {}", p.display()))?;
+                let text =
+                    std::fs::read_to_string(p).with_context(|| format!("cannot read config file {}", p.display()))?;
                 toml::from_str::<FileConfig>(&text)
                     .with_context(|| format!("config file {} is invalid", p.display()))?
             }
             None => FileConfig::default(),
         };
         let pick = |flag: Option<String>, var: &str, file: Option<String>, default: &str| {
-            flag.or_else(|| env(var))
-                .or(file)
-                .unwrap_or_else(|| default.to_string())
+            flag.or_else(|| env(var)).or(file).unwrap_or_else(|| default.to_string())
         };
         let data_dir = flags
             .data_dir
             .or_else(|| env("TEMPORA_DATA_DIR").map(PathBuf::from))
             .or(file_cfg.data_dir)
             .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
-        let http = pick(
-            flags.http_addr,
-            "TEMPORA_HTTP_ADDR",
-            file_cfg.http_addr,
-            DEFAULT_HTTP_ADDR,
-        );
-        let grpc = pick(
-            flags.grpc_addr,
-            "TEMPORA_GRPC_ADDR",
-            file_cfg.grpc_addr,
-            DEFAULT_GRPC_ADDR,
-        );
-        let tcp = pick(
-            flags.tcp_addr,
-            "TEMPORA_TCP_ADDR",
-            file_cfg.tcp_addr,
-            DEFAULT_TCP_ADDR,
-        );
+        let http = pick(flags.http_addr, "TEMPORA_HTTP_ADDR", file_cfg.http_addr, DEFAULT_HTTP_ADDR);
+        let grpc = pick(flags.grpc_addr, "TEMPORA_GRPC_ADDR", file_cfg.grpc_addr, DEFAULT_GRPC_ADDR);
+        let tcp = pick(flags.tcp_addr, "TEMPORA_TCP_ADDR", file_cfg.tcp_addr, DEFAULT_TCP_ADDR);
         let log_format = match flags.log_format {
             Some(f) => f,
             None => match env("TEMPORA_LOG_FORMAT") {
@@ -266,10 +240,7 @@ impl Config {
         let fl = file_cfg.limits;
         let num = |var: &str, file: Option<usize>, default: usize| -> Result<usize> {
             let v = match env(var) {
-                Some(v) => v
-                    .trim()
-                    .parse::<usize>()
-                    .with_context(|| format!("{var}: {v:?} is not a number"))?,
+                Some(v) => v.trim().parse::<usize>().with_context(|| format!("{var}: {v:?} is not a number"))?,
                 None => file.unwrap_or(default),
             };
             if v == 0 {
@@ -278,16 +249,8 @@ impl Config {
             Ok(v)
         };
         let limits = Limits {
-            max_body_bytes: num(
-                "TEMPORA_MAX_BODY_BYTES",
-                fl.max_body_bytes,
-                d.max_body_bytes,
-            )?,
-            max_sse_subscribers: num(
-                "TEMPORA_MAX_SSE_SUBSCRIBERS",
-                fl.max_sse_subscribers,
-                d.max_sse_subscribers,
-            )?,
+            max_body_bytes: num("TEMPORA_MAX_BODY_BYTES", fl.max_body_bytes, d.max_body_bytes)?,
+            max_sse_subscribers: num("TEMPORA_MAX_SSE_SUBSCRIBERS", fl.max_sse_subscribers, d.max_sse_subscribers)?,
             max_in_flight: num("TEMPORA_MAX_IN_FLIGHT", fl.max_in_flight, d.max_in_flight)?,
             sse_buffer: num("TEMPORA_SSE_BUFFER", fl.sse_buffer, d.sse_buffer)?,
         };
@@ -312,25 +275,17 @@ impl Config {
             .map_err(|e| anyhow::anyhow!("[outbound] allow (TEMPORA_OUTBOUND_ALLOW): {e}"))?;
         let mcp_allowed_origins = match env(crate::mcp::transport::ORIGINS_ENV) {
             Some(v) => crate::mcp::transport::parse_origins(&v),
-            None => crate::mcp::transport::parse_origins(
-                &file_cfg.mcp.allowed_origins.unwrap_or_default().join(","),
-            ),
+            None => crate::mcp::transport::parse_origins(&file_cfg.mcp.allowed_origins.unwrap_or_default().join(",")),
         };
         let embeddings = crate::embed::EmbeddingsConfig::resolve(file_cfg.embeddings, env)?;
-        let connectors = crate::connectors::config::ConnectorSettings::resolve(
-            file_cfg.connectors.clone(),
-            env,
-        )?;
+        let connectors = crate::connectors::config::ConnectorSettings::resolve(file_cfg.connectors.clone(), env)?;
         let cfg = Config {
             connectors,
             mcp_allowed_origins,
             auth,
             embeddings,
             limits,
-            outbound: crate::outbound::Policy {
-                allow_private,
-                allow: allow.into(),
-            },
+            outbound: crate::outbound::Policy { allow_private, allow: allow.into() },
             data_dir,
             http_addr: Listen::parse("http address", &http)?,
             grpc_addr: Listen::parse("gRPC address", &grpc)?,
@@ -346,11 +301,7 @@ impl Config {
 }
 
 fn split_list(v: &str) -> Vec<String> {
-    v.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect()
+    v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
 }
 
 /// `nas=nas-key-1,nas=nas-key-2,acme=acme-key-1`
@@ -363,10 +314,7 @@ fn parse_tenant_keys(v: &str) -> Result<Vec<TenantKeys>> {
         let (name, key) = (name.trim().to_string(), key.trim().to_string());
         match out.iter_mut().find(|t| t.name == name) {
             Some(t) => t.keys.push(key),
-            None => out.push(TenantKeys {
-                name,
-                keys: vec![key],
-            }),
+            None => out.push(TenantKeys { name, keys: vec![key] }),
         }
     }
     Ok(out)
@@ -377,15 +325,9 @@ fn validate_auth(a: &AuthConfig) -> Result<()> {
     for t in &a.tenants {
         if t.name.is_empty()
             || t.name.len() > 64
-            || !t
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            || !t.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         {
-            bail!(
-                "tenant name {:?}: use 1-64 letters, digits, '-' or '_'",
-                t.name
-            );
+            bail!("tenant name {:?}: use 1-64 letters, digits, '-' or '_'", t.name);
         }
         if t.keys.is_empty() {
             bail!("tenant {} has no keys", t.name);
@@ -395,9 +337,7 @@ fn validate_auth(a: &AuthConfig) -> Result<()> {
                 bail!("a key of tenant {} is shorter than 8 characters", t.name);
             }
             if !seen.insert(k.as_str()) {
-                bail!(
-                    "a key is listed twice (keys must be unique across tenants and admin tokens)"
-                );
+                bail!("a key is listed twice (keys must be unique across tenants and admin tokens)");
             }
         }
     }
@@ -418,10 +358,8 @@ fn validate_auth(a: &AuthConfig) -> Result<()> {
 }
 
 fn parse_enum<T: for<'de> Deserialize<'de>>(what: &str, v: &str) -> Result<T> {
-    T::deserialize(
-        serde::de::value::StrDeserializer::<serde::de::value::Error>::new(&v.to_lowercase()),
-    )
-    .map_err(|e| anyhow::anyhow!("{what}: {e}"))
+    T::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(&v.to_lowercase()))
+        .map_err(|e| anyhow::anyhow!("{what}: {e}"))
 }
 
 #[cfg(test)]
@@ -430,10 +368,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |k| m.get(k).cloned()
     }
 
@@ -451,51 +386,23 @@ mod tests {
     fn mcp_origins_come_from_the_file_or_the_environment() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("t.toml");
-        std::fs::write(
-            &file,
-            "[mcp]\nallowed_origins = [\"https://App.example.com/\"]\n",
-        )
-        .unwrap();
+        std::fs::write(&file, "[mcp]\nallowed_origins = [\"https://App.example.com/\"]\n").unwrap();
         let c = Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap();
-        assert_eq!(
-            c.mcp_allowed_origins,
-            vec!["https://app.example.com".to_string()]
-        );
-        let env = env_of(&[(
-            "TEMPORA_MCP_ALLOWED_ORIGINS",
-            "http://localhost:3000, https://b.example",
-        )]);
+        assert_eq!(c.mcp_allowed_origins, vec!["https://app.example.com".to_string()]);
+        let env = env_of(&[("TEMPORA_MCP_ALLOWED_ORIGINS", "http://localhost:3000, https://b.example")]);
         let c = Config::load(Some(&file), &env, Overrides::default()).unwrap();
-        assert_eq!(
-            c.mcp_allowed_origins,
-            vec![
-                "http://localhost:3000".to_string(),
-                "https://b.example".to_string()
-            ]
-        );
-        assert!(Config::load(None, &env_of(&[]), Overrides::default())
-            .unwrap()
-            .mcp_allowed_origins
-            .is_empty());
+        assert_eq!(c.mcp_allowed_origins, vec!["http://localhost:3000".to_string(), "https://b.example".to_string()]);
+        assert!(Config::load(None, &env_of(&[]), Overrides::default()).unwrap().mcp_allowed_origins.is_empty());
     }
 
     #[test]
     fn flag_beats_env_beats_file_beats_default() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("t.toml");
-        std::fs::write(
-            &file,
-            "data_dir = \"/from/file\"\nhttp_addr = \"127.0.0.1:1\"\ngrpc_addr = \"127.0.0.1:2\"\n",
-        )
-        .unwrap();
-        let env = env_of(&[
-            ("TEMPORA_HTTP_ADDR", "127.0.0.1:3"),
-            ("TEMPORA_DATA_DIR", "/from/env"),
-        ]);
-        let flags = Overrides {
-            data_dir: Some("/from/flag".into()),
-            ..Default::default()
-        };
+        std::fs::write(&file, "data_dir = \"/from/file\"\nhttp_addr = \"127.0.0.1:1\"\ngrpc_addr = \"127.0.0.1:2\"\n")
+            .unwrap();
+        let env = env_of(&[("TEMPORA_HTTP_ADDR", "127.0.0.1:3"), ("TEMPORA_DATA_DIR", "/from/env")]);
+        let flags = Overrides { data_dir: Some("/from/flag".into()), ..Default::default() };
         let c = Config::load(Some(&file), &env, flags).unwrap();
         assert_eq!(c.data_dir, PathBuf::from("/from/flag"));
         assert_eq!(c.http_addr.to_string(), "127.0.0.1:3");
@@ -527,10 +434,7 @@ mod tests {
         assert!(Config::load(None, &bad, Overrides::default()).is_err());
         let dup = env_of(&[("TEMPORA_TENANT_KEYS", "a=same-key-1,b=same-key-1")]);
         assert!(Config::load(None, &dup, Overrides::default()).is_err());
-        assert!(Config::load(None, &env_of(&[]), Overrides::default())
-            .unwrap()
-            .auth
-            .is_open());
+        assert!(Config::load(None, &env_of(&[]), Overrides::default()).unwrap().auth.is_open());
     }
 
     #[test]
@@ -550,10 +454,7 @@ mod tests {
 
     #[test]
     fn embeddings_are_off_by_default_and_the_key_stays_out_of_the_file() {
-        assert!(Config::load(None, &env_of(&[]), Overrides::default())
-            .unwrap()
-            .embeddings
-            .is_none());
+        assert!(Config::load(None, &env_of(&[]), Overrides::default()).unwrap().embeddings.is_none());
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("t.toml");
         std::fs::write(
@@ -561,38 +462,22 @@ mod tests {
             "[embeddings]\nbase_url = \"https://emb.example.com/v1\"\nmodel = \"m\"\napi_key_env = \"EMB_KEY\"\nbatch_size = 16\ndimensions = 256\ntimeout_ms = 5000\n",
         )
         .unwrap();
-        let c = Config::load(
-            Some(&file),
-            &env_of(&[("EMB_KEY", "sk-emb-1")]),
-            Overrides::default(),
-        )
-        .unwrap();
+        let c = Config::load(Some(&file), &env_of(&[("EMB_KEY", "sk-emb-1")]), Overrides::default()).unwrap();
         let e = c.embeddings.as_ref().unwrap();
-        assert_eq!(
-            (e.batch_size, e.dimensions, e.timeout_ms),
-            (16, Some(256), 5000)
-        );
+        assert_eq!((e.batch_size, e.dimensions, e.timeout_ms), (16, Some(256), 5000));
         assert_eq!(e.api_key.as_deref(), Some("sk-emb-1"));
         assert!(!format!("{c:?}").contains("sk-emb-1"));
-        let env = env_of(&[
-            ("TEMPORA_EMBEDDINGS_MODEL", "m2"),
-            ("TEMPORA_EMBEDDINGS_BASE_URL", "http://127.0.0.1:9/v1"),
-        ]);
+        let env =
+            env_of(&[("TEMPORA_EMBEDDINGS_MODEL", "m2"), ("TEMPORA_EMBEDDINGS_BASE_URL", "http://127.0.0.1:9/v1")]);
         let c = Config::load(Some(&file), &env, Overrides::default()).unwrap();
         let e = c.embeddings.unwrap();
         assert_eq!(
             (e.model.as_str(), e.base_url.as_str(), e.api_key.as_deref()),
             ("m2", "http://127.0.0.1:9/v1", None)
         );
-        std::fs::write(
-            &file,
-            "[embeddings]\nmodel = \"m\"\nbase_url = \"http://x/v1\"\napi_key = \"sk-in-file\"\n",
-        )
-        .unwrap();
+        std::fs::write(&file, "[embeddings]\nmodel = \"m\"\nbase_url = \"http://x/v1\"\napi_key = \"sk-in-file\"\n")
+            .unwrap();
         let err = Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap_err();
-        assert!(
-            format!("{err:#}").contains("api_key"),
-            "a key in the file is refused: {err:#}"
-        );
+        assert!(format!("{err:#}").contains("api_key"), "a key in the file is refused: {err:#}");
     }
 }

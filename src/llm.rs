@@ -71,19 +71,11 @@ pub struct Client {
 impl Client {
     /// A client that reaches only what `policy` allows (see `crate::outbound`).
     pub fn new(policy: Policy) -> Client {
-        Client {
-            http: crate::outbound::client(policy.clone()),
-            policy,
-        }
+        Client { http: crate::outbound::client(policy.clone()), policy }
     }
 
     /// One chat completion with a system and a user message.
-    pub async fn chat(
-        &self,
-        cfg: &ModelConfig,
-        system: &str,
-        user: &str,
-    ) -> Result<Chat, LlmError> {
+    pub async fn chat(&self, cfg: &ModelConfig, system: &str, user: &str) -> Result<Chat, LlmError> {
         let mut body = json!({
             "model": cfg.model,
             "messages": [
@@ -101,24 +93,12 @@ impl Client {
             .and_then(Value::as_str)
             .ok_or_else(|| LlmError::Malformed("no choices[0].message.content".into()))?
             .to_string();
-        let usage = |k: &str| {
-            v.pointer(&format!("/usage/{k}"))
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
-        };
-        Ok(Chat {
-            content,
-            tokens_in: usage("prompt_tokens"),
-            tokens_out: usage("completion_tokens"),
-        })
+        let usage = |k: &str| v.pointer(&format!("/usage/{k}")).and_then(Value::as_u64).unwrap_or(0);
+        Ok(Chat { content, tokens_in: usage("prompt_tokens"), tokens_out: usage("completion_tokens") })
     }
 
     /// Embeddings of `inputs`, in input order.
-    pub async fn embed(
-        &self,
-        cfg: &ModelConfig,
-        inputs: &[String],
-    ) -> Result<Vec<Vec<f32>>, LlmError> {
+    pub async fn embed(&self, cfg: &ModelConfig, inputs: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
         self.embed_with(cfg, inputs, None).await
     }
 
@@ -137,20 +117,12 @@ impl Client {
             body["dimensions"] = json!(d);
         }
         let out = self.embed_request(cfg, inputs, &body).await?;
-        let want = dimensions
-            .map(|d| d as usize)
-            .or_else(|| out.first().map(Vec::len))
-            .unwrap_or(0);
+        let want = dimensions.map(|d| d as usize).or_else(|| out.first().map(Vec::len)).unwrap_or(0);
         if let Some(v) = out.iter().find(|v| v.len() != want) {
-            return Err(LlmError::Malformed(format!(
-                "an embedding has {} dimensions, expected {want}",
-                v.len()
-            )));
+            return Err(LlmError::Malformed(format!("an embedding has {} dimensions, expected {want}", v.len())));
         }
         if out.iter().flatten().any(|x| !x.is_finite()) {
-            return Err(LlmError::Malformed(
-                "an embedding holds a non-finite number".into(),
-            ));
+            return Err(LlmError::Malformed("an embedding holds a non-finite number".into()));
         }
         Ok(out)
     }
@@ -162,24 +134,14 @@ impl Client {
         body: &Value,
     ) -> Result<Vec<Vec<f32>>, LlmError> {
         let v = self.post(cfg, "embeddings", body).await?;
-        let data = v
-            .get("data")
-            .and_then(Value::as_array)
-            .ok_or_else(|| LlmError::Malformed("no data array".into()))?;
+        let data =
+            v.get("data").and_then(Value::as_array).ok_or_else(|| LlmError::Malformed("no data array".into()))?;
         if data.len() != inputs.len() {
-            return Err(LlmError::Malformed(format!(
-                "{} embeddings for {} inputs",
-                data.len(),
-                inputs.len()
-            )));
+            return Err(LlmError::Malformed(format!("{} embeddings for {} inputs", data.len(), inputs.len())));
         }
         let mut out = vec![Vec::new(); inputs.len()];
         for (pos, item) in data.iter().enumerate() {
-            let index = item
-                .get("index")
-                .and_then(Value::as_u64)
-                .map(|i| i as usize)
-                .unwrap_or(pos);
+            let index = item.get("index").and_then(Value::as_u64).map(|i| i as usize).unwrap_or(pos);
             let vector = item
                 .get("embedding")
                 .and_then(Value::as_array)
@@ -188,9 +150,7 @@ impl Client {
                 .map(|x| x.as_f64().map(|f| f as f32))
                 .collect::<Option<Vec<f32>>>()
                 .ok_or_else(|| LlmError::Malformed("an embedding holds a non-number".into()))?;
-            let slot = out
-                .get_mut(index)
-                .ok_or_else(|| LlmError::Malformed(format!("index {index} out of range")))?;
+            let slot = out.get_mut(index).ok_or_else(|| LlmError::Malformed(format!("index {index} out of range")))?;
             *slot = vector;
         }
         if out.iter().any(Vec::is_empty) {
@@ -203,32 +163,18 @@ impl Client {
         if cfg.model.trim().is_empty() {
             return Err(LlmError::Config("model must name a model".into()));
         }
-        let base = cfg
-            .base_url
-            .as_deref()
-            .unwrap_or(DEFAULT_BASE_URL)
-            .trim_end_matches('/');
+        let base = cfg.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(LlmError::Config(format!(
-                "base_url must start with http:// or https://, got {base:?}"
-            )));
+            return Err(LlmError::Config(format!("base_url must start with http:// or https://, got {base:?}")));
         }
-        let url: reqwest::Url = format!("{base}/{path}")
-            .parse()
-            .map_err(|e| LlmError::Config(format!("base_url is not a URL: {e}")))?;
+        let url: reqwest::Url =
+            format!("{base}/{path}").parse().map_err(|e| LlmError::Config(format!("base_url is not a URL: {e}")))?;
         self.policy.check_url(&url).await.map_err(|r| match r {
             crate::outbound::Refusal::Invalid(m) => LlmError::Config(m),
             crate::outbound::Refusal::Unresolvable(m) => LlmError::Unreachable(m),
         })?;
-        let timeout_ms = cfg
-            .timeout_ms
-            .unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64)
-            .clamp(100, 600_000);
-        let mut req = self
-            .http
-            .post(url)
-            .timeout(Duration::from_millis(timeout_ms))
-            .json(body);
+        let timeout_ms = cfg.timeout_ms.unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64).clamp(100, 600_000);
+        let mut req = self.http.post(url).timeout(Duration::from_millis(timeout_ms)).json(body);
         if let Some(k) = &cfg.api_key {
             req = req.bearer_auth(k);
         }
@@ -243,10 +189,7 @@ impl Client {
                 text = text.replace(k, "<redacted>");
             }
             let body: String = text.chars().take(MAX_QUOTED).collect();
-            return Err(LlmError::Status {
-                status: status.as_u16(),
-                body,
-            });
+            return Err(LlmError::Status { status: status.as_u16(), body });
         }
         serde_json::from_slice(&bytes).map_err(|e| LlmError::Malformed(format!("not JSON ({e})")))
     }

@@ -99,9 +99,7 @@ impl Policy {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4),
             IpAddr::V4(_) => None,
         };
-        self.allow
-            .iter()
-            .any(|net| net.contains(&ip) || mapped.is_some_and(|m| net.contains(&m)))
+        self.allow.iter().any(|net| net.contains(&ip) || mapped.is_some_and(|m| net.contains(&m)))
     }
 
     /// Parses an allowlist entry: a network (`10.0.0.0/8`, `fd00::/8`) or
@@ -127,9 +125,7 @@ impl Policy {
     /// must connect to, so nothing is resolved again between the check and
     /// the connection.
     pub async fn resolve(&self, url: &reqwest::Url) -> Result<Resolved, Refusal> {
-        let host = url
-            .host_str()
-            .ok_or_else(|| Refusal::Invalid("the URL has no host".to_string()))?;
+        let host = url.host_str().ok_or_else(|| Refusal::Invalid("the URL has no host".to_string()))?;
         let port = url.port_or_known_default().unwrap_or(443);
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         let (literal, addrs): (bool, Vec<SocketAddr>) = match bare.parse::<IpAddr>() {
@@ -143,9 +139,7 @@ impl Policy {
             ),
         };
         if addrs.is_empty() {
-            return Err(Refusal::Unresolvable(format!(
-                "{host} resolves to no address"
-            )));
+            return Err(Refusal::Unresolvable(format!("{host} resolves to no address")));
         }
         if let Some(a) = addrs.iter().find(|a| !self.allows(a.ip())) {
             return Err(Refusal::Invalid(format!(
@@ -155,11 +149,7 @@ impl Policy {
                 a.ip()
             )));
         }
-        Ok(Resolved {
-            host: bare.to_string(),
-            literal,
-            addrs,
-        })
+        Ok(Resolved { host: bare.to_string(), literal, addrs })
     }
 }
 
@@ -182,12 +172,8 @@ impl reqwest::dns::Resolve for GuardedResolver {
         let policy = self.policy.clone();
         let host = name.as_str().to_string();
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let allowed: Vec<SocketAddr> = addrs
-                .into_iter()
-                .filter(|a| policy.allows(a.ip()))
-                .collect();
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = addrs.into_iter().filter(|a| policy.allows(a.ip())).collect();
             if allowed.is_empty() {
                 return Err(format!("{host} resolves to no public address").into());
             }
@@ -244,18 +230,9 @@ mod tests {
             "240.0.0.1",
             "0.1.2.3",
         ] {
-            assert!(
-                !is_public(ip.parse().unwrap()),
-                "{ip} must not count as public"
-            );
+            assert!(!is_public(ip.parse().unwrap()), "{ip} must not count as public");
         }
-        for ip in [
-            "8.8.8.8",
-            "1.1.1.1",
-            "2606:4700:4700::1111",
-            "::ffff:8.8.8.8",
-            "2002:808:808::1",
-        ] {
+        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "::ffff:8.8.8.8", "2002:808:808::1"] {
             assert!(is_public(ip.parse().unwrap()), "{ip} is public");
         }
     }
@@ -264,17 +241,8 @@ mod tests {
     async fn literal_private_urls_are_refused_unless_allowed() {
         let url: reqwest::Url = "http://127.0.0.1:9/v1".parse().unwrap();
         let err = Policy::default().check_url(&url).await.unwrap_err();
-        assert!(
-            matches!(&err, Refusal::Invalid(m) if m.contains("allow_private")),
-            "{err}"
-        );
-        assert!(Policy {
-            allow_private: true,
-            ..Default::default()
-        }
-        .check_url(&url)
-        .await
-        .is_ok());
+        assert!(matches!(&err, Refusal::Invalid(m) if m.contains("allow_private")), "{err}");
+        assert!(Policy { allow_private: true, ..Default::default() }.check_url(&url).await.is_ok());
         let url: reqwest::Url = "http://[::1]:9/v1".parse().unwrap();
         assert!(Policy::default().check_url(&url).await.is_err());
     }
@@ -283,26 +251,13 @@ mod tests {
     fn the_allowlist_admits_only_the_networks_it_names() {
         let policy = Policy {
             allow_private: false,
-            allow: vec![
-                Policy::parse_net("127.0.0.1").unwrap(),
-                Policy::parse_net("10.1.0.0/16").unwrap(),
-            ]
-            .into(),
+            allow: vec![Policy::parse_net("127.0.0.1").unwrap(), Policy::parse_net("10.1.0.0/16").unwrap()].into(),
         };
         for ip in ["127.0.0.1", "::ffff:127.0.0.1", "10.1.2.3", "8.8.8.8"] {
             assert!(policy.allows(ip.parse().unwrap()), "{ip} is allowed");
         }
-        for ip in [
-            "127.0.0.2",
-            "10.2.0.1",
-            "169.254.169.254",
-            "::1",
-            "192.168.0.1",
-        ] {
-            assert!(
-                !policy.allows(ip.parse().unwrap()),
-                "{ip} is not on the allowlist"
-            );
+        for ip in ["127.0.0.2", "10.2.0.1", "169.254.169.254", "::1", "192.168.0.1"] {
+            assert!(!policy.allows(ip.parse().unwrap()), "{ip} is not on the allowlist");
         }
         assert!(Policy::parse_net("10.0.0.0/33").is_err());
         assert!(Policy::parse_net("localhost").is_err());

@@ -33,9 +33,8 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     let sse_subscribers = Arc::new(AtomicUsize::new(0));
     let (stop_tx, stop_rx) = watch::channel(false);
     let metrics = Arc::new(Metrics::new(Arc::clone(&sse_subscribers)));
-    let (mut search, indexer) =
-        crate::search::Search::start(&cfg.data_dir, &memory, Some(metrics.indexer()))
-            .context("cannot open the search index")?;
+    let (mut search, indexer) = crate::search::Search::start(&cfg.data_dir, &memory, Some(metrics.indexer()))
+        .context("cannot open the search index")?;
     // The embeddings endpoint is the operator's, but it is called under the
     // same outbound policy as every other.
     let llm = Arc::new(crate::llm::Client::new(cfg.outbound.clone()));
@@ -52,9 +51,8 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
                 key = if e.api_key.is_some() { "set" } else { "none" },
                 "embeddings on"
             );
-            let (ranker, worker) =
-                crate::embed::start(e, &memory, Arc::clone(&llm), Some(metrics.embedder()))
-                    .context("cannot start the embedding worker")?;
+            let (ranker, worker) = crate::embed::start(e, &memory, Arc::clone(&llm), Some(metrics.embedder()))
+                .context("cannot start the embedding worker")?;
             search = search.with_ranker(ranker);
             Some(worker)
         }
@@ -74,11 +72,8 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     if scheduled > 0 {
         tracing::info!(connectors = scheduled, "scheduled pulls loaded");
     }
-    let schedule_task = tokio::spawn(crate::connectors::schedule::run(
-        Arc::clone(&connectors),
-        memory.clone(),
-        stop_rx.clone(),
-    ));
+    let schedule_task =
+        tokio::spawn(crate::connectors::schedule::run(Arc::clone(&connectors), memory.clone(), stop_rx.clone()));
     let state = AppState {
         connectors,
         memory,
@@ -163,10 +158,7 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     let (mut term, mut int) = {
         use tokio::signal::unix::{signal, SignalKind};
-        (
-            signal(SignalKind::terminate()).ok(),
-            signal(SignalKind::interrupt()).ok(),
-        )
+        (signal(SignalKind::terminate()).ok(), signal(SignalKind::interrupt()).ok())
     };
     async move {
         #[cfg(unix)]

@@ -44,10 +44,7 @@ impl Default for ConnectorSettings {
 }
 
 impl ConnectorSettings {
-    pub fn resolve(
-        file: FileConnectors,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<ConnectorSettings> {
+    pub fn resolve(file: FileConnectors, env: &dyn Fn(&str) -> Option<String>) -> Result<ConnectorSettings> {
         fn num<T: std::str::FromStr>(
             env: &dyn Fn(&str) -> Option<String>,
             var: &str,
@@ -55,35 +52,21 @@ impl ConnectorSettings {
             default: T,
         ) -> Result<T> {
             match env(var) {
-                Some(v) => v
-                    .trim()
-                    .parse::<T>()
-                    .ok()
-                    .with_context(|| format!("{var}: {v:?} is not a number")),
+                Some(v) => v.trim().parse::<T>().ok().with_context(|| format!("{var}: {v:?} is not a number")),
                 None => Ok(file.unwrap_or(default)),
             }
         }
         let d = ConnectorSettings::default();
         let s = ConnectorSettings {
             bounds: Bounds {
-                max_bytes: num(
-                    env,
-                    "TEMPORA_CONNECTORS_MAX_INGEST_BYTES",
-                    file.max_ingest_bytes,
-                    d.bounds.max_bytes,
-                )?,
+                max_bytes: num(env, "TEMPORA_CONNECTORS_MAX_INGEST_BYTES", file.max_ingest_bytes, d.bounds.max_bytes)?,
                 max_record_bytes: num(
                     env,
                     "TEMPORA_CONNECTORS_MAX_RECORD_BYTES",
                     file.max_record_bytes,
                     d.bounds.max_record_bytes,
                 )?,
-                max_records: num(
-                    env,
-                    "TEMPORA_CONNECTORS_MAX_RECORDS",
-                    file.max_records,
-                    d.bounds.max_records,
-                )?,
+                max_records: num(env, "TEMPORA_CONNECTORS_MAX_RECORDS", file.max_records, d.bounds.max_records)?,
             },
             pull: PullSettings {
                 timeout: Duration::from_secs(num(
@@ -93,19 +76,9 @@ impl ConnectorSettings {
                     d.pull.timeout.as_secs(),
                 )?),
                 connect_timeout: d.pull.connect_timeout,
-                max_redirects: num(
-                    env,
-                    "TEMPORA_CONNECTORS_MAX_REDIRECTS",
-                    file.max_redirects,
-                    d.pull.max_redirects,
-                )?,
+                max_redirects: num(env, "TEMPORA_CONNECTORS_MAX_REDIRECTS", file.max_redirects, d.pull.max_redirects)?,
             },
-            min_every_secs: num(
-                env,
-                "TEMPORA_CONNECTORS_MIN_EVERY_SECS",
-                file.min_every_secs,
-                d.min_every_secs,
-            )?,
+            min_every_secs: num(env, "TEMPORA_CONNECTORS_MIN_EVERY_SECS", file.min_every_secs, d.min_every_secs)?,
         };
         if s.bounds.max_bytes == 0 || s.bounds.max_record_bytes == 0 || s.bounds.max_records == 0 {
             bail!("[connectors] max_ingest_bytes, max_record_bytes and max_records must be at least 1");
@@ -114,10 +87,7 @@ impl ConnectorSettings {
             bail!("[connectors] pull_timeout_secs must be at least 1");
         }
         if s.min_every_secs == 0 || s.min_every_secs > super::MAX_EVERY_SECS {
-            bail!(
-                "[connectors] min_every_secs must be within [1, {}]",
-                super::MAX_EVERY_SECS
-            );
+            bail!("[connectors] min_every_secs must be within [1, {}]", super::MAX_EVERY_SECS);
         }
         Ok(s)
     }

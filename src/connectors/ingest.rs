@@ -17,9 +17,7 @@ use crate::memory::{blocking, Memory};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use tempora_storage::{
-    EngineError, FactInput, Idempotency, OpOutcome, Status, WriteOp, WriteOutcome,
-};
+use tempora_storage::{EngineError, FactInput, Idempotency, OpOutcome, Status, WriteOp, WriteOutcome};
 
 /// Facts per transaction.
 pub const CHUNK_FACTS: usize = 1000;
@@ -42,11 +40,7 @@ pub struct Bounds {
 
 impl Default for Bounds {
     fn default() -> Self {
-        Bounds {
-            max_bytes: 256 << 20,
-            max_record_bytes: 1 << 20,
-            max_records: 1_000_000,
-        }
+        Bounds { max_bytes: 256 << 20, max_record_bytes: 1 << 20, max_records: 1_000_000 }
     }
 }
 
@@ -82,11 +76,7 @@ impl Receipt {
     fn reject(&mut self, record: usize, line: usize, reason: String) {
         self.rejected += 1;
         if self.rejections.len() < MAX_LISTED_REJECTIONS {
-            self.rejections.push(Rejection {
-                record,
-                line,
-                reason,
-            });
+            self.rejections.push(Rejection { record, line, reason });
         } else {
             self.rejections_truncated = true;
         }
@@ -188,15 +178,16 @@ impl Ingest {
         self.receipt.bytes += bytes.len() as u64;
         if self.receipt.bytes > self.bounds.max_bytes {
             return Err(self
-                .too_large(format!(
-                    "the body is larger than the limit of {} bytes",
-                    self.bounds.max_bytes
-                ))
+                .too_large(format!("the body is larger than the limit of {} bytes", self.bounds.max_bytes))
                 .await);
         }
         if let Some(buf) = &mut self.csv {
             if buf.len() + bytes.len() > MAX_CSV_BYTES {
-                return Err(self.too_large(format!("a CSV body is read whole and may be at most {MAX_CSV_BYTES} bytes; send JSON Lines for more")).await);
+                return Err(self
+                    .too_large(format!(
+                        "a CSV body is read whole and may be at most {MAX_CSV_BYTES} bytes; send JSON Lines for more"
+                    ))
+                    .await);
             }
             buf.extend_from_slice(bytes);
             return Ok(());
@@ -215,10 +206,7 @@ impl Ingest {
     /// When the last chunk writes nothing (all unchanged) no reply is
     /// stored: a retry then finds every record unchanged and writes nothing
     /// twice.
-    pub async fn finish(
-        mut self,
-        idem: Option<(Vec<u8>, u16)>,
-    ) -> Result<Result<Receipt, Vec<u8>>, Stop> {
+    pub async fn finish(mut self, idem: Option<(Vec<u8>, u16)>) -> Result<Result<Receipt, Vec<u8>>, Stop> {
         let mut cuts = Vec::new();
         if let Some(s) = &mut self.splitter {
             s.finish(&mut cuts);
@@ -236,17 +224,12 @@ impl Ingest {
                     Err(reason) => self.receipt.reject(record, line, reason),
                 }
                 if self.pending_facts >= CHUNK_FACTS {
-                    self.flush(None)
-                        .await
-                        .map_err(|e| Stop::Engine(e, self.receipt.clone()))?;
+                    self.flush(None).await.map_err(|e| Stop::Engine(e, self.receipt.clone()))?;
                 }
             }
         }
         self.take(cuts).await?;
-        let replayed = self
-            .flush(idem)
-            .await
-            .map_err(|e| Stop::Engine(e, self.receipt.clone()))?;
+        let replayed = self.flush(idem).await.map_err(|e| Stop::Engine(e, self.receipt.clone()))?;
         Ok(match replayed {
             Some(reply) => Err(reply),
             None => Ok(self.receipt),
@@ -264,21 +247,13 @@ impl Ingest {
                 Err(reason) => self.receipt.reject(cut.record, cut.line, reason),
             }
             if self.pending_facts >= CHUNK_FACTS {
-                self.flush(None)
-                    .await
-                    .map_err(|e| Stop::Engine(e, self.receipt.clone()))?;
+                self.flush(None).await.map_err(|e| Stop::Engine(e, self.receipt.clone()))?;
             }
         }
         Ok(())
     }
 
-    fn map(
-        &mut self,
-        record: usize,
-        line: usize,
-        fields: &serde_json::Map<String, Value>,
-        id_fallback: Option<&str>,
-    ) {
+    fn map(&mut self, record: usize, line: usize, fields: &serde_json::Map<String, Value>, id_fallback: Option<&str>) {
         let mapper = Mapper {
             subject: &self.subject,
             fields: &self.fields,
@@ -291,11 +266,7 @@ impl Ingest {
         match mapper.facts(record, fields, id_fallback) {
             Ok(facts) => {
                 self.pending_facts += facts.len();
-                self.pending.push(Pending {
-                    record,
-                    line,
-                    facts,
-                });
+                self.pending.push(Pending { record, line, facts });
             }
             Err(reason) => self.receipt.reject(record, line, reason),
         }
@@ -311,10 +282,7 @@ impl Ingest {
     }
 
     async fn too_many(&mut self) -> Stop {
-        let why = format!(
-            "a delivery holds at most {} records",
-            self.bounds.max_records
-        );
+        let why = format!("a delivery holds at most {} records", self.bounds.max_records);
         self.too_large(why).await
     }
 
@@ -322,10 +290,7 @@ impl Ingest {
     /// go in one transaction. If the engine refuses that transaction because
     /// of the data (a strict predicate's conflict), each record is written
     /// alone so only the offending ones are rejected.
-    async fn flush(
-        &mut self,
-        idem: Option<(Vec<u8>, u16)>,
-    ) -> Result<Option<Vec<u8>>, EngineError> {
+    async fn flush(&mut self, idem: Option<(Vec<u8>, u16)>) -> Result<Option<Vec<u8>>, EngineError> {
         let pending = std::mem::take(&mut self.pending);
         self.pending_facts = 0;
         let engine = Arc::clone(self.memory.engine());
@@ -339,10 +304,7 @@ impl Ingest {
                 let mut facts = Vec::with_capacity(before);
                 for f in p.facts {
                     let live = super::live_values(&engine, &tenant, &f.subject, &f.predicate)?;
-                    if !live
-                        .iter()
-                        .any(|l| l.object == f.object && l.source == f.source)
-                    {
+                    if !live.iter().any(|l| l.object == f.object && l.source == f.source) {
                         facts.push(f);
                     }
                 }
@@ -359,10 +321,7 @@ impl Ingest {
         if pending.is_empty() {
             return Ok(None);
         }
-        let ops: Vec<WriteOp> = pending
-            .iter()
-            .flat_map(|p| p.facts.iter().cloned().map(WriteOp::Assert))
-            .collect();
+        let ops: Vec<WriteOp> = pending.iter().flat_map(|p| p.facts.iter().cloned().map(WriteOp::Assert)).collect();
         let idem = idem.map(|(key, status)| self.idempotency(key, status));
         match self.memory.write(&self.tenant, ops, idem).await {
             Ok(Ok(out)) => {

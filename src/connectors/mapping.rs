@@ -42,37 +42,33 @@ impl SubjectRule {
         let mut rest = s;
         while let Some(open) = rest.find('{') {
             if rest[..open].contains('}') {
-                return Err(format!(
-                    "subject template {s:?} has a '}}' without its '{{'"
-                ));
+                return Err(format!("subject template {s:?} has a '}}' without its '{{'"));
             }
             if open > 0 {
                 pieces.push(Piece::Text(rest[..open].to_string()));
             }
-            let close = rest[open..]
-                .find('}')
-                .ok_or_else(|| format!("subject template {s:?} has an unclosed '{{'"))?
-                + open;
+            let close =
+                rest[open..].find('}').ok_or_else(|| format!("subject template {s:?} has an unclosed '{{'"))? + open;
             let field = rest[open + 1..close].trim();
             if field.is_empty() || field.contains('{') {
-                return Err(format!(
-                    "subject template {s:?} has an empty or nested placeholder"
-                ));
+                return Err(format!("subject template {s:?} has an empty or nested placeholder"));
             }
             pieces.push(Piece::Field(field.to_string()));
             rest = &rest[close + 1..];
         }
         if rest.contains('}') {
-            return Err(format!(
-                "subject template {s:?} has a '}}' without its '{{'"
-            ));
+            return Err(format!("subject template {s:?} has a '}}' without its '{{'"));
         }
         if !rest.is_empty() {
             pieces.push(Piece::Text(rest.to_string()));
         }
         match pieces.first() {
             Some(Piece::Text(t)) if t.contains(':') && digest::is_type_name(t.split(':').next().unwrap_or("")) => {}
-            _ => return Err(format!("subject template {s:?} must start with an entity type and a colon, like Person:{{id}}")),
+            _ => {
+                return Err(format!(
+                    "subject template {s:?} must start with an entity type and a colon, like Person:{{id}}"
+                ))
+            }
         }
         Ok(SubjectRule::Template(pieces))
     }
@@ -114,9 +110,7 @@ impl FieldMap {
                     .iter()
                     .map(|i| i.as_str().filter(|s| !s.is_empty()).map(String::from))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or(
-                        "fields must be a list of field names or an object of field: predicate",
-                    )?;
+                    .ok_or("fields must be a list of field names or an object of field: predicate")?;
                 if names.is_empty() {
                     return Err("fields must name at least one field".into());
                 }
@@ -128,9 +122,7 @@ impl FieldMap {
             Some(Value::Object(m)) => {
                 let mut out = std::collections::BTreeMap::new();
                 for (k, v) in m {
-                    let p = v
-                        .as_str()
-                        .ok_or_else(|| format!("fields.{k} must be a predicate name"))?;
+                    let p = v.as_str().ok_or_else(|| format!("fields.{k} must be a predicate name"))?;
                     check_predicate(p)?;
                     out.insert(k.clone(), p.to_string());
                 }
@@ -139,9 +131,7 @@ impl FieldMap {
                 }
                 Ok(FieldMap::Renamed(out))
             }
-            Some(_) => {
-                Err("fields must be a list of field names or an object of field: predicate".into())
-            }
+            Some(_) => Err("fields must be a list of field names or an object of field: predicate".into()),
         }
     }
 
@@ -194,15 +184,11 @@ impl Mapper<'_> {
         let (subject, used): (String, Vec<&str>) = match self.subject {
             SubjectRule::Template(pieces) => (self.render(pieces, fields)?, self.subject.fields()),
             SubjectRule::Record => {
-                digest::record_subject(fields, id_fallback, None, self.masker, |v| {
-                    self.masker.mask_value(v)
-                })?
+                digest::record_subject(fields, id_fallback, None, self.masker, |v| self.masker.mask_value(v))?
             }
             SubjectRule::Type(t) => {
                 let hint = Hint::Type(t.clone());
-                digest::record_subject(fields, id_fallback, Some(&hint), self.masker, |v| {
-                    self.masker.mask_value(v)
-                })?
+                digest::record_subject(fields, id_fallback, Some(&hint), self.masker, |v| self.masker.mask_value(v))?
             }
             SubjectRule::Entity(e) => (e.clone(), Vec::new()),
         };
@@ -253,9 +239,7 @@ impl Mapper<'_> {
                             return Err(format!("field {f:?} of the subject template is missing"))
                         }
                         Some(_) => {
-                            return Err(format!(
-                                "field {f:?} of the subject template must be a string or a number"
-                            ))
+                            return Err(format!("field {f:?} of the subject template must be a string or a number"))
                         }
                     };
                     let v = self.masker.mask_id(&v);
@@ -264,9 +248,7 @@ impl Mapper<'_> {
             }
         }
         if !is_entity_ref(&s) {
-            return Err(format!(
-                "the subject template gives {s:?}, which is not an entity ref (Type:id)"
-            ));
+            return Err(format!("the subject template gives {s:?}, which is not an entity ref (Type:id)"));
         }
         Ok(s)
     }
@@ -277,11 +259,7 @@ mod tests {
     use super::*;
     use crate::digest::mask::{Secret, Strategy};
 
-    fn mapper_facts(
-        subject: &str,
-        fields: Value,
-        record: Value,
-    ) -> Result<Vec<(String, String, Value)>, String> {
+    fn mapper_facts(subject: &str, fields: Value, record: Value) -> Result<Vec<(String, String, Value)>, String> {
         let rule = SubjectRule::parse(Some(subject).filter(|s| !s.is_empty()))?;
         let fields = FieldMap::from_value(Some(&fields))?;
         let masker = Masker::new(Strategy::None, Secret::generate());
@@ -295,20 +273,13 @@ mod tests {
             delivery: "d1",
         };
         let rec = record.as_object().unwrap().clone();
-        Ok(m.facts(1, &rec, None)?
-            .into_iter()
-            .map(|f| (f.subject, f.predicate, f.object))
-            .collect())
+        Ok(m.facts(1, &rec, None)?.into_iter().map(|f| (f.subject, f.predicate, f.object)).collect())
     }
 
     #[test]
     fn a_template_names_the_subject_and_its_fields_are_not_facts() {
-        let facts = mapper_facts(
-            "Person:{id}",
-            Value::Null,
-            json!({"id": 7, "name": "Sarah", "org": "Org:acme"}),
-        )
-        .unwrap();
+        let facts =
+            mapper_facts("Person:{id}", Value::Null, json!({"id": 7, "name": "Sarah", "org": "Org:acme"})).unwrap();
         assert_eq!(
             facts,
             vec![
@@ -317,71 +288,32 @@ mod tests {
             ]
         );
         let err = mapper_facts("Person:{id}", Value::Null, json!({"name": "x"})).unwrap_err();
-        assert!(
-            err.contains("\"id\" of the subject template is missing"),
-            "{err}"
-        );
+        assert!(err.contains("\"id\" of the subject template is missing"), "{err}");
     }
 
     #[test]
     fn fields_pick_and_rename_predicates() {
-        let facts = mapper_facts(
-            "Person:{id}",
-            json!({"name": "full_name"}),
-            json!({"id": "s", "name": "Sarah", "x": 1}),
-        )
-        .unwrap();
-        assert_eq!(
-            facts,
-            vec![("Person:s".into(), "full_name".into(), json!("Sarah"))]
-        );
-        let facts = mapper_facts(
-            "Person",
-            json!(["name"]),
-            json!({"id": "s", "name": "Sarah", "x": 1}),
-        )
-        .unwrap();
-        assert_eq!(
-            facts,
-            vec![("Person:s".into(), "name".into(), json!("Sarah"))]
-        );
-        let err = mapper_facts(
-            "Person:{id}",
-            json!(["title"]),
-            json!({"id": "s", "name": "Sarah"}),
-        )
-        .unwrap_err();
-        assert!(
-            err.contains("none of the connector's mapped fields"),
-            "{err}"
-        );
+        let facts =
+            mapper_facts("Person:{id}", json!({"name": "full_name"}), json!({"id": "s", "name": "Sarah", "x": 1}))
+                .unwrap();
+        assert_eq!(facts, vec![("Person:s".into(), "full_name".into(), json!("Sarah"))]);
+        let facts = mapper_facts("Person", json!(["name"]), json!({"id": "s", "name": "Sarah", "x": 1})).unwrap();
+        assert_eq!(facts, vec![("Person:s".into(), "name".into(), json!("Sarah"))]);
+        let err = mapper_facts("Person:{id}", json!(["title"]), json!({"id": "s", "name": "Sarah"})).unwrap_err();
+        assert!(err.contains("none of the connector's mapped fields"), "{err}");
     }
 
     #[test]
     fn without_a_template_the_record_decides_as_in_digest() {
-        let facts =
-            mapper_facts("", Value::Null, json!({"id": "Person:sarah", "age": 40})).unwrap();
-        assert_eq!(
-            facts,
-            vec![("Person:sarah".into(), "age".into(), json!(40))]
-        );
+        let facts = mapper_facts("", Value::Null, json!({"id": "Person:sarah", "age": 40})).unwrap();
+        assert_eq!(facts, vec![("Person:sarah".into(), "age".into(), json!(40))]);
         let facts = mapper_facts("Org:acme", Value::Null, json!({"plan": "gold"})).unwrap();
-        assert_eq!(
-            facts,
-            vec![("Org:acme".into(), "plan".into(), json!("gold"))]
-        );
+        assert_eq!(facts, vec![("Org:acme".into(), "plan".into(), json!("gold"))]);
     }
 
     #[test]
     fn bad_templates_are_refused_up_front() {
-        for t in [
-            "{id}",
-            "Person:{id",
-            "Person:{}",
-            "Person:id}",
-            "9x:{id}",
-            "Person {id}",
-        ] {
+        for t in ["{id}", "Person:{id", "Person:{}", "Person:id}", "9x:{id}", "Person {id}"] {
             assert!(SubjectRule::parse(Some(t)).is_err(), "{t} must be refused");
         }
         assert!(SubjectRule::parse(Some("Person:{dept}-{id}")).is_ok());

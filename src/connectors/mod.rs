@@ -27,9 +27,7 @@ use crate::digest::mask::Strategy;
 use mapping::{FieldMap, SubjectRule};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use tempora_storage::{
-    Engine, EngineError, Fact, FactInput, FactQuery, Status, StatusFilter, StatusSet, WriteOp,
-};
+use tempora_storage::{Engine, EngineError, Fact, FactInput, FactQuery, Status, StatusFilter, StatusSet, WriteOp};
 
 pub const ENTITY_TYPE: &str = "Connector";
 pub const KINDS: [&str; 2] = ["webhook", "pull"];
@@ -41,16 +39,7 @@ pub const MIN_EVERY_SECS: u64 = 10;
 pub const MAX_EVERY_SECS: u64 = 366 * 24 * 3600;
 
 /// The settings a connector keeps, each one a predicate of `Connector:<name>`.
-const SETTINGS: [&str; 8] = [
-    "kind",
-    "label",
-    "url",
-    "subject",
-    "fields",
-    "mask",
-    "confidence",
-    "every_secs",
-];
+const SETTINGS: [&str; 8] = ["kind", "label", "url", "subject", "fields", "mask", "confidence", "every_secs"];
 
 /// A connector's settings, as registered.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,18 +114,10 @@ impl Connector {
 
 pub fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > MAX_NAME_LEN {
-        return Err(format!(
-            "name must be 1 to {MAX_NAME_LEN} characters, got {}",
-            name.len()
-        ));
+        return Err(format!("name must be 1 to {MAX_NAME_LEN} characters, got {}", name.len()));
     }
-    if !name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    {
-        return Err(format!(
-            "name may hold letters, digits, '-', '_' and '.', got {name:?}"
-        ));
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+        return Err(format!("name may hold letters, digits, '-', '_' and '.', got {name:?}"));
     }
     Ok(())
 }
@@ -172,23 +153,11 @@ impl Registration {
         min_every_secs: u64,
     ) -> Result<Registration, String> {
         check_name(&name)?;
-        let kind = kind.unwrap_or_else(|| {
-            if every_secs.is_some() {
-                "pull"
-            } else {
-                "webhook"
-            }
-            .to_string()
-        });
+        let kind = kind.unwrap_or_else(|| if every_secs.is_some() { "pull" } else { "webhook" }.to_string());
         if !KINDS.contains(&kind.as_str()) {
-            return Err(format!(
-                "kind must be one of {}, got {kind:?}",
-                KINDS.join(", ")
-            ));
+            return Err(format!("kind must be one of {}, got {kind:?}", KINDS.join(", ")));
         }
-        let label = label
-            .map(|l| l.trim().to_string())
-            .filter(|l| !l.is_empty());
+        let label = label.map(|l| l.trim().to_string()).filter(|l| !l.is_empty());
         if label.as_ref().is_some_and(|l| l.chars().count() > 200) {
             return Err("label must be at most 200 characters".into());
         }
@@ -204,14 +173,10 @@ impl Registration {
         }
         if let Some(s) = every_secs {
             if !(min_every_secs..=MAX_EVERY_SECS).contains(&s) {
-                return Err(format!(
-                    "every_secs must be within [{min_every_secs}, {MAX_EVERY_SECS}], got {s}"
-                ));
+                return Err(format!("every_secs must be within [{min_every_secs}, {MAX_EVERY_SECS}], got {s}"));
             }
         }
-        let subject = subject
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty());
+        let subject = subject.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
         SubjectRule::parse(subject.as_deref()).map_err(|e| format!("subject: {e}"))?;
         let fields = FieldMap::from_value(fields)?;
         let mask: Strategy = mask.unwrap_or("redact").parse()?;
@@ -220,26 +185,12 @@ impl Registration {
                 return Err(format!("confidence must be within [0, 1], got {c}"));
             }
         }
-        Ok(Registration {
-            name,
-            kind,
-            label,
-            url,
-            subject,
-            fields,
-            mask,
-            confidence,
-            every_secs,
-        })
+        Ok(Registration { name, kind, label, url, subject, fields, mask, confidence, every_secs })
     }
 }
 
 /// The stored settings of one connector: the current fact of each setting.
-fn settings(
-    engine: &Engine,
-    tenant: &str,
-    name: &str,
-) -> Result<BTreeMap<String, Fact>, EngineError> {
+fn settings(engine: &Engine, tenant: &str, name: &str) -> Result<BTreeMap<String, Fact>, EngineError> {
     let q = FactQuery {
         subject: Some(Connector::entity(name)),
         status: StatusFilter::Current,
@@ -267,9 +218,7 @@ fn from_settings(name: &str, s: &BTreeMap<String, Fact>) -> Option<Connector> {
         url: text("url"),
         subject: text("subject"),
         fields: FieldMap::from_value(s.get("fields").map(|f| &f.object)).unwrap_or_default(),
-        mask: text("mask")
-            .and_then(|m| m.parse().ok())
-            .unwrap_or(Strategy::Redact),
+        mask: text("mask").and_then(|m| m.parse().ok()).unwrap_or(Strategy::Redact),
         confidence: s.get("confidence").and_then(|f| f.object.as_f64()),
         every_secs: s.get("every_secs").and_then(|f| f.object.as_u64()),
         created_at,
@@ -324,11 +273,7 @@ pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Connector>, EngineError
 /// The write that makes the stored settings equal `r`: changed settings
 /// are asserted (superseding the old value), settings no longer given are
 /// retracted, unchanged ones are left alone. Empty when nothing changed.
-pub fn register_ops(
-    engine: &Engine,
-    tenant: &str,
-    r: &Registration,
-) -> Result<Vec<WriteOp>, EngineError> {
+pub fn register_ops(engine: &Engine, tenant: &str, r: &Registration) -> Result<Vec<WriteOp>, EngineError> {
     let current = settings(engine, tenant, &r.name)?;
     let wanted = Connector {
         name: r.name.clone(),
@@ -350,9 +295,7 @@ pub fn register_ops(
         match (current.get(p), v.is_null()) {
             (Some(f), true) => ops.push(WriteOp::Retract(f.id)),
             (Some(f), false) if f.object == v => {}
-            (_, false) => ops.push(WriteOp::Assert(
-                FactInput::new(&entity, p, v).source("connectors"),
-            )),
+            (_, false) => ops.push(WriteOp::Assert(FactInput::new(&entity, p, v).source("connectors"))),
             (None, true) => {}
         }
     }
@@ -367,12 +310,7 @@ pub fn ingested(engine: &Engine, tenant: &str, name: &str) -> Result<u64, Engine
 
 /// Facts of `(subject, predicate)` live now (active or candidate), to tell
 /// a record that repeats what is stored from one that changes it.
-pub fn live_values(
-    engine: &Engine,
-    tenant: &str,
-    subject: &str,
-    predicate: &str,
-) -> Result<Vec<Fact>, EngineError> {
+pub fn live_values(engine: &Engine, tenant: &str, subject: &str, predicate: &str) -> Result<Vec<Fact>, EngineError> {
     let statuses: StatusSet = [Status::Active, Status::Candidate].into_iter().collect();
     let q = FactQuery {
         subject: Some(subject.to_string()),
@@ -381,10 +319,5 @@ pub fn live_values(
         limit: 100,
         ..Default::default()
     };
-    Ok(engine
-        .query(tenant, &q)?
-        .facts
-        .into_iter()
-        .filter(|f| f.valid_until.is_none())
-        .collect())
+    Ok(engine.query(tenant, &q)?.facts.into_iter().filter(|f| f.valid_until.is_none()).collect())
 }

@@ -29,11 +29,7 @@ pub struct PullSettings {
 
 impl Default for PullSettings {
     fn default() -> Self {
-        PullSettings {
-            timeout: Duration::from_secs(60),
-            connect_timeout: Duration::from_secs(5),
-            max_redirects: 5,
-        }
+        PullSettings { timeout: Duration::from_secs(60), connect_timeout: Duration::from_secs(5), max_redirects: 5 }
     }
 }
 
@@ -56,9 +52,7 @@ impl std::fmt::Display for PullError {
         match self {
             PullError::Refused(m) | PullError::Upstream(m) => f.write_str(m),
             PullError::Timeout(d) => write!(f, "the pull did not finish within {} s", d.as_secs()),
-            PullError::Stopped(Stop::TooLarge(m, _)) | PullError::Stopped(Stop::Body(m, _)) => {
-                f.write_str(m)
-            }
+            PullError::Stopped(Stop::TooLarge(m, _)) | PullError::Stopped(Stop::Body(m, _)) => f.write_str(m),
             PullError::Stopped(Stop::Engine(e, _)) => write!(f, "storage error: {e}"),
         }
     }
@@ -110,9 +104,7 @@ pub fn record_pull(engine: &tempora_storage::Engine, tenant: &str, name: &str, p
 /// http or https scheme and a host, without credentials (the URL is stored
 /// in history, where a password must not go).
 pub fn check_url_syntax(u: &str) -> Result<reqwest::Url, String> {
-    let url: reqwest::Url = u
-        .parse()
-        .map_err(|e| format!("url {u:?} is not a URL: {e}"))?;
+    let url: reqwest::Url = u.parse().map_err(|e| format!("url {u:?} is not a URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!("url must be http or https, got {}", url.scheme()));
     }
@@ -120,9 +112,7 @@ pub fn check_url_syntax(u: &str) -> Result<reqwest::Url, String> {
         return Err("url has no host".into());
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(
-            "url must not carry credentials: they would be kept in the connector's history".into(),
-        );
+        return Err("url must not carry credentials: they would be kept in the connector's history".into());
     }
     Ok(url)
 }
@@ -130,12 +120,7 @@ pub fn check_url_syntax(u: &str) -> Result<reqwest::Url, String> {
 /// The framing of a pulled body by its content type (`None`: CSV);
 /// `Err` for types that are not records.
 fn framing(content_type: &str) -> Result<Option<Framing>, String> {
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     if matches!(essence.as_str(), "text/csv" | "application/csv") {
         return Ok(None);
     }
@@ -157,27 +142,16 @@ fn pinned_client(
         .connect_timeout(s.connect_timeout)
         .redirect(reqwest::redirect::Policy::none())
         // Other names (none are expected) still go through the policy.
-        .dns_resolver(Arc::new(GuardedResolver {
-            policy: policy.clone(),
-        }))
-        .user_agent(concat!(
-            "tempora/",
-            env!("CARGO_PKG_VERSION"),
-            " (connector pull)"
-        ));
+        .dns_resolver(Arc::new(GuardedResolver { policy: policy.clone() }))
+        .user_agent(concat!("tempora/", env!("CARGO_PKG_VERSION"), " (connector pull)"));
     if !resolved.literal {
         b = b.resolve_to_addrs(&resolved.host, &resolved.addrs);
     }
-    b.build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+    b.build().map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
 
 /// Follows the URL (and its redirects, each checked) to a successful answer.
-async fn open(
-    policy: &Policy,
-    url: &str,
-    s: &PullSettings,
-) -> Result<reqwest::Response, PullError> {
+async fn open(policy: &Policy, url: &str, s: &PullSettings) -> Result<reqwest::Response, PullError> {
     let mut url = check_url_syntax(url).map_err(PullError::Refused)?;
     for hop in 0..=s.max_redirects {
         let resolved = policy.resolve(&url).await.map_err(|r| match r {
@@ -188,19 +162,10 @@ async fn open(
         let client = pinned_client(policy, &resolved, s).map_err(PullError::Upstream)?;
         let resp = client
             .get(url.clone())
-            .header(
-                reqwest::header::ACCEPT,
-                "application/json, application/x-ndjson, text/csv;q=0.9",
-            )
+            .header(reqwest::header::ACCEPT, "application/json, application/x-ndjson, text/csv;q=0.9")
             .send()
             .await
-            .map_err(|e| {
-                PullError::Upstream(format!(
-                    "cannot fetch {}: {}",
-                    redacted(&url),
-                    e.without_url()
-                ))
-            })?;
+            .map_err(|e| PullError::Upstream(format!("cannot fetch {}: {}", redacted(&url), e.without_url())))?;
         let status = resp.status();
         if status.is_redirection() {
             let location = resp
@@ -208,25 +173,18 @@ async fn open(
                 .get(reqwest::header::LOCATION)
                 .and_then(|l| l.to_str().ok())
                 .ok_or_else(|| PullError::Upstream(format!("HTTP {status} without a Location")))?;
-            let next = url
-                .join(location)
-                .map_err(|e| PullError::Upstream(format!("redirect to a bad URL: {e}")))?;
+            let next = url.join(location).map_err(|e| PullError::Upstream(format!("redirect to a bad URL: {e}")))?;
             check_url_syntax(next.as_str())
                 .map_err(|m| PullError::Refused(format!("redirect {} refused: {m}", hop + 1)))?;
             url = next;
             continue;
         }
         if !status.is_success() {
-            return Err(PullError::Upstream(format!(
-                "the source answered HTTP {status}"
-            )));
+            return Err(PullError::Upstream(format!("the source answered HTTP {status}")));
         }
         return Ok(resp);
     }
-    Err(PullError::Upstream(format!(
-        "more than {} redirects",
-        s.max_redirects
-    )))
+    Err(PullError::Upstream(format!("more than {} redirects", s.max_redirects)))
 }
 
 /// A URL for messages: no query string (it may carry a token).
@@ -247,10 +205,7 @@ pub async fn pull(
     c: &Connector,
     masker: Masker,
 ) -> Result<Receipt, PullError> {
-    let url = c
-        .url
-        .clone()
-        .ok_or_else(|| PullError::Refused(format!("connector {} has no url to pull", c.name)))?;
+    let url = c.url.clone().ok_or_else(|| PullError::Refused(format!("connector {} has no url to pull", c.name)))?;
     let work = async {
         let mut resp = open(policy, &url, settings).await?;
         let ct = resp
@@ -313,10 +268,7 @@ mod tests {
 
     #[test]
     fn content_types_choose_the_reader() {
-        assert_eq!(
-            framing("application/json; charset=utf-8"),
-            Ok(Some(Framing::Json))
-        );
+        assert_eq!(framing("application/json; charset=utf-8"), Ok(Some(Framing::Json)));
         assert_eq!(framing("application/ld+json"), Ok(Some(Framing::Json)));
         assert_eq!(framing("application/x-ndjson"), Ok(Some(Framing::Lines)));
         assert_eq!(framing("text/csv"), Ok(None));

@@ -34,12 +34,7 @@ pub enum Framing {
 impl Framing {
     /// The framing a content type asks for; `None` for types not read here.
     pub fn from_content_type(ct: &str) -> Option<Framing> {
-        let essence = ct
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
+        let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
         match essence.as_str() {
             "application/json" | "text/json" | "" => Some(Framing::Json),
             "application/x-ndjson"
@@ -124,8 +119,7 @@ impl Splitter {
                     let err = if self.scalar {
                         self.scalar_error()
                     } else {
-                        "the body ends inside this record (unbalanced braces or an unclosed string)"
-                            .to_string()
+                        "the body ends inside this record (unbalanced braces or an unclosed string)".to_string()
                     };
                     self.emit_error(err, out);
                 }
@@ -155,28 +149,17 @@ impl Splitter {
     fn emit(&mut self, out: &mut Vec<Cut>) {
         self.records += 1;
         let fields = if self.oversized {
-            Err(format!(
-                "the record is longer than the limit of {} bytes",
-                self.max_record
-            ))
+            Err(format!("the record is longer than the limit of {} bytes", self.max_record))
         } else {
             parse_object(&self.buf)
         };
-        out.push(Cut {
-            record: self.records,
-            line: self.start_line,
-            fields,
-        });
+        out.push(Cut { record: self.records, line: self.start_line, fields });
         self.reset();
     }
 
     fn emit_error(&mut self, reason: String, out: &mut Vec<Cut>) {
         self.records += 1;
-        out.push(Cut {
-            record: self.records,
-            line: self.start_line,
-            fields: Err(reason),
-        });
+        out.push(Cut { record: self.records, line: self.start_line, fields: Err(reason) });
         self.reset();
     }
 
@@ -301,10 +284,7 @@ impl Splitter {
     }
 
     fn scalar_error(&self) -> String {
-        let shown: String = String::from_utf8_lossy(&self.buf)
-            .chars()
-            .take(40)
-            .collect();
+        let shown: String = String::from_utf8_lossy(&self.buf).chars().take(40).collect();
         format!("a record must be a JSON object, got {shown}")
     }
 }
@@ -313,10 +293,7 @@ fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, String> {
     match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(Value::Array(_)) => Err("a record must be a JSON object, got an array".into()),
-        Ok(other) => Err(format!(
-            "a record must be a JSON object, got {}",
-            kind(&other)
-        )),
+        Ok(other) => Err(format!("a record must be a JSON object, got {}", kind(&other))),
         Err(e) => Err(format!("not valid JSON: {e}")),
     }
 }
@@ -365,23 +342,13 @@ mod tests {
         let body = "[{\"a\":1},\n {\"b\":\"x]}\\\"\"}, 7, {\"c\":{\"d\":[1,2]}}]\n{\"e\":true}";
         let whole = split(Framing::Json, body, body.len());
         for chunk in 1..body.len() {
-            assert_eq!(
-                split(Framing::Json, body, chunk),
-                whole,
-                "chunk size {chunk}"
-            );
+            assert_eq!(split(Framing::Json, body, chunk), whole, "chunk size {chunk}");
         }
         let s = summary(&whole);
         assert_eq!(s.len(), 5, "{s:?}");
         assert_eq!(s[0], (1, Ok("{\"a\":1}".into())));
         assert_eq!(s[1], (2, Ok("{\"b\":\"x]}\\\"\"}".into())));
-        assert!(
-            s[2].1
-                .as_ref()
-                .unwrap_err()
-                .contains("must be a JSON object, got 7"),
-            "{s:?}"
-        );
+        assert!(s[2].1.as_ref().unwrap_err().contains("must be a JSON object, got 7"), "{s:?}");
         assert_eq!(s[3].1, Ok("{\"c\":{\"d\":[1,2]}}".into()));
         assert_eq!(s[4], (3, Ok("{\"e\":true}".into())));
     }
@@ -397,19 +364,10 @@ mod tests {
     fn broken_json_is_reported_and_the_rest_goes_on() {
         let cuts = split(Framing::Json, "{\"a\":} {\"b\":2} } {\"c\":", 5);
         let s = summary(&cuts);
-        assert!(
-            s[0].1.as_ref().unwrap_err().starts_with("not valid JSON"),
-            "{s:?}"
-        );
+        assert!(s[0].1.as_ref().unwrap_err().starts_with("not valid JSON"), "{s:?}");
         assert_eq!(s[1].1, Ok("{\"b\":2}".into()));
-        assert!(
-            s[2].1.as_ref().unwrap_err().contains("unexpected '}'"),
-            "{s:?}"
-        );
-        assert!(
-            s[3].1.as_ref().unwrap_err().contains("body ends inside"),
-            "{s:?}"
-        );
+        assert!(s[2].1.as_ref().unwrap_err().contains("unexpected '}'"), "{s:?}");
+        assert!(s[3].1.as_ref().unwrap_err().contains("body ends inside"), "{s:?}");
     }
 
     #[test]
@@ -434,11 +392,7 @@ mod tests {
             let body = format!("{big}\n{{\"ok\":1}}\n");
             let cuts = split(framing, &body, 7);
             assert_eq!(cuts.len(), 2);
-            assert!(cuts[0]
-                .fields
-                .as_ref()
-                .unwrap_err()
-                .contains("longer than the limit of 64 bytes"));
+            assert!(cuts[0].fields.as_ref().unwrap_err().contains("longer than the limit of 64 bytes"));
             assert_eq!(cuts[1].line, 2);
             assert!(cuts[1].fields.is_ok());
         }
@@ -446,18 +400,9 @@ mod tests {
 
     #[test]
     fn content_types_pick_the_framing() {
-        assert_eq!(
-            Framing::from_content_type("application/json; charset=utf-8"),
-            Some(Framing::Json)
-        );
-        assert_eq!(
-            Framing::from_content_type("application/x-ndjson"),
-            Some(Framing::Lines)
-        );
-        assert_eq!(
-            Framing::from_content_type("application/jsonl"),
-            Some(Framing::Lines)
-        );
+        assert_eq!(Framing::from_content_type("application/json; charset=utf-8"), Some(Framing::Json));
+        assert_eq!(Framing::from_content_type("application/x-ndjson"), Some(Framing::Lines));
+        assert_eq!(Framing::from_content_type("application/jsonl"), Some(Framing::Lines));
         assert_eq!(Framing::from_content_type("text/csv"), None);
     }
 }

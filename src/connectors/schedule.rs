@@ -56,20 +56,14 @@ impl Runtime {
     }
 
     fn due(&self, engine: &tempora_storage::Engine, now: i64) -> Vec<(String, String)> {
-        let table: Vec<((String, String), u64)> = self
-            .table
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
+        let table: Vec<((String, String), u64)> =
+            self.table.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(k, v)| (k.clone(), *v)).collect();
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         table
             .into_iter()
             .filter(|(k, _)| !running.contains(k))
             .filter(|((tenant, name), every)| {
-                pull::last_pull(engine, tenant, name)
-                    .is_none_or(|l| now - l.at >= (*every as i64) * 1000)
+                pull::last_pull(engine, tenant, name).is_none_or(|l| now - l.at >= (*every as i64) * 1000)
             })
             .map(|(k, _)| k)
             .collect()
@@ -77,10 +71,7 @@ impl Runtime {
 }
 
 /// Fills the table from every tenant's connectors.
-pub fn load(
-    rt: &Runtime,
-    engine: &tempora_storage::Engine,
-) -> Result<usize, tempora_storage::EngineError> {
+pub fn load(rt: &Runtime, engine: &tempora_storage::Engine) -> Result<usize, tempora_storage::EngineError> {
     let mut n = 0;
     for tenant in engine.tenants() {
         for c in super::list(engine, &tenant)? {
@@ -94,10 +85,7 @@ pub fn load(
 }
 
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// One pull of a connector and the record of how it went: the same for a
@@ -168,16 +156,12 @@ pub async fn run(rt: Arc<Runtime>, memory: Memory, mut stop: watch::Receiver<boo
             let Ok(permit) = Arc::clone(&limit).acquire_owned().await else {
                 return;
             };
-            rt.running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert((tenant.clone(), name.clone()));
+            rt.running.lock().unwrap_or_else(|p| p.into_inner()).insert((tenant.clone(), name.clone()));
             let (rt, memory) = (Arc::clone(&rt), memory.clone());
             tokio::spawn(async move {
                 let _permit = permit;
                 let c = {
-                    let (engine, t, n) =
-                        (Arc::clone(memory.engine()), tenant.clone(), name.clone());
+                    let (engine, t, n) = (Arc::clone(memory.engine()), tenant.clone(), name.clone());
                     blocking(move || super::load(&engine, &t, &n)).await
                 };
                 match c {
@@ -195,10 +179,7 @@ pub async fn run(rt: Arc<Runtime>, memory: Memory, mut stop: watch::Receiver<boo
                     Ok(_) => rt.set(&tenant, &name, None),
                     Err(e) => tracing::warn!(error = %e, "cannot load a scheduled connector"),
                 }
-                rt.running
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&(tenant, name));
+                rt.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&(tenant, name));
             });
         }
     }

@@ -27,8 +27,8 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use tempora_storage::{
-    is_entity_ref, validate_input, Cardinality, Engine, EngineError, FactInput, FactQuery,
-    OpOutcome, Status, StatusFilter, WriteOp, WriteOutcome,
+    is_entity_ref, validate_input, Cardinality, Engine, EngineError, FactInput, FactQuery, OpOutcome, Status,
+    StatusFilter, WriteOp, WriteOutcome,
 };
 
 /// Most facts one digest writes (its page's included): the batch limit of
@@ -65,8 +65,7 @@ impl Hint {
 
 pub fn is_type_name(s: &str) -> bool {
     let mut c = s.chars();
-    c.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && c.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    c.next().is_some_and(|c| c.is_ascii_alphabetic()) && c.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 #[derive(Debug, Clone)]
@@ -125,12 +124,7 @@ impl Digest {
     }
 
     fn reject(&mut self, record: usize, line: Option<usize>, origin: &'static str, reason: String) {
-        self.rejections.push(Rejection {
-            record,
-            line,
-            origin,
-            reason,
-        });
+        self.rejections.push(Rejection { record, line, origin, reason });
     }
 
     fn mention(&mut self, entity: &str) {
@@ -164,11 +158,7 @@ pub fn prepare(req: &Request, masker: &Masker) -> Result<Digest, String> {
         mentions: Vec::new(),
         mentions_truncated: false,
     };
-    let ctx = RecordContext {
-        req,
-        masker,
-        page: &page,
-    };
+    let ctx = RecordContext { req, masker, page: &page };
     match req.format {
         Format::Json | Format::Jsonl | Format::Csv => {
             let records = match req.format {
@@ -182,19 +172,15 @@ pub fn prepare(req: &Request, masker: &Masker) -> Result<Digest, String> {
                 Format::Jsonl => "JSON Lines",
                 _ => "CSV",
             };
-            d.title = pages::cut_chars(
-                &format!("{}: {} {label} records", req.source, records.len()),
-                pages::MAX_TITLE_CHARS,
-            );
+            d.title =
+                pages::cut_chars(&format!("{}: {} {label} records", req.source, records.len()), pages::MAX_TITLE_CHARS);
             for (i, rec) in records.into_iter().enumerate() {
                 let n = i + 1;
                 let line = rec.line;
                 match ctx.record_facts(n, rec) {
-                    Ok(facts) => d.facts.extend(facts.into_iter().map(|input| Planned {
-                        record: n,
-                        origin: "content",
-                        input,
-                    })),
+                    Ok(facts) => {
+                        d.facts.extend(facts.into_iter().map(|input| Planned { record: n, origin: "content", input }))
+                    }
                     Err(reason) => d.reject(n, line, "content", reason),
                 }
             }
@@ -202,11 +188,8 @@ pub fn prepare(req: &Request, masker: &Masker) -> Result<Digest, String> {
         Format::Markdown => {
             let md = formats::markdown(&req.content);
             ctx.markdown(&md, &mut d);
-            let front_title = md
-                .front
-                .iter()
-                .find(|(_, k, _)| k == "title")
-                .and_then(|(_, _, v)| v.as_str().map(String::from));
+            let front_title =
+                md.front.iter().find(|(_, k, _)| k == "title").and_then(|(_, _, v)| v.as_str().map(String::from));
             d.title = md
                 .heading
                 .clone()
@@ -224,11 +207,7 @@ pub fn prepare(req: &Request, masker: &Masker) -> Result<Digest, String> {
     for e in pages::entity_refs(&d.masked_text) {
         d.mention(&e);
     }
-    let linked: Vec<String> = d
-        .facts
-        .iter()
-        .flat_map(|f| linked_entities(&f.input))
-        .collect();
+    let linked: Vec<String> = d.facts.iter().flat_map(|f| linked_entities(&f.input)).collect();
     for e in linked {
         d.mention(&e);
     }
@@ -301,7 +280,9 @@ pub fn record_subject<'f>(
     for key in ["type", "@type"] {
         if let Some((k, Value::String(t))) = fields.get_key_value(key) {
             if !is_type_name(t) {
-                return Err(format!("{key} {t:?} is not an entity type (letters, digits, _ or - starting with a letter)"));
+                return Err(format!(
+                    "{key} {t:?} is not an entity type (letters, digits, _ or - starting with a letter)"
+                ));
             }
             ty = t.clone();
             used.push(k);
@@ -309,20 +290,11 @@ pub fn record_subject<'f>(
         }
     }
     let id = match id {
-        Some(id) => masker
-            .mask_id(&id)
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join("_"),
+        Some(id) => masker.mask_id(&id).split_whitespace().collect::<Vec<_>>().join("_"),
         None => {
-            let masked: Map<String, Value> =
-                fields.iter().map(|(k, v)| (k.clone(), value(v))).collect();
+            let masked: Map<String, Value> = fields.iter().map(|(k, v)| (k.clone(), value(v))).collect();
             let canonical = serde_json::to_string(&masked).unwrap_or_default();
-            Sha256::digest(canonical.as_bytes())
-                .iter()
-                .take(8)
-                .map(|b| format!("{b:02x}"))
-                .collect()
+            Sha256::digest(canonical.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
         }
     };
     Ok((format!("{ty}:{id}"), used))
@@ -335,13 +307,7 @@ struct RecordContext<'a> {
 }
 
 impl RecordContext<'_> {
-    fn fact(
-        &self,
-        record: usize,
-        subject: &str,
-        predicate: &str,
-        object: Value,
-    ) -> Result<FactInput, String> {
+    fn fact(&self, record: usize, subject: &str, predicate: &str, object: Value) -> Result<FactInput, String> {
         let mut props = Map::new();
         props.insert("page".into(), json!(self.page));
         props.insert("record".into(), json!(record));
@@ -368,13 +334,10 @@ impl RecordContext<'_> {
     /// The facts of one record: see `docs/digest.md` for the rules.
     fn record_facts(&self, n: usize, rec: Record) -> Result<Vec<FactInput>, String> {
         let fields = rec.fields?;
-        let (subject, used) = record_subject(
-            &fields,
-            rec.id_fallback.as_deref(),
-            self.req.hint.as_ref(),
-            self.masker,
-            |v| self.value(v),
-        )?;
+        let (subject, used) =
+            record_subject(&fields, rec.id_fallback.as_deref(), self.req.hint.as_ref(), self.masker, |v| {
+                self.value(v)
+            })?;
         let mut out = Vec::new();
         for (k, v) in &fields {
             if used.contains(&k.as_str()) || v.is_null() {
@@ -388,12 +351,7 @@ impl RecordContext<'_> {
     /// A Markdown document: each front matter entry and `key: value` line
     /// is one record about the document's subject.
     fn markdown(&self, md: &formats::Markdown, d: &mut Digest) {
-        let front = |k: &str| {
-            md.front
-                .iter()
-                .find(|(_, key, _)| key == k)
-                .map(|(_, _, v)| v)
-        };
+        let front = |k: &str| md.front.iter().find(|(_, key, _)| key == k).map(|(_, _, v)| v);
         let mut used: Vec<&str> = Vec::new();
         let text = |v: Option<&Value>| match v {
             Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
@@ -416,12 +374,7 @@ impl RecordContext<'_> {
                     }
                     None => Hint::type_name(self.req.hint.as_ref()).to_string(),
                 };
-                let id = self
-                    .masker
-                    .mask_id(&id)
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join("_");
+                let id = self.masker.mask_id(&id).split_whitespace().collect::<Vec<_>>().join("_");
                 subject = Some(format!("{ty}:{id}"));
             }
         }
@@ -429,11 +382,7 @@ impl RecordContext<'_> {
             Some(Hint::Entity(e)) => e.clone(),
             _ => self.page.to_string(),
         });
-        let entries = md
-            .front
-            .iter()
-            .filter(|(_, k, _)| !used.contains(&k.as_str()))
-            .chain(md.lines.iter());
+        let entries = md.front.iter().filter(|(_, k, _)| !used.contains(&k.as_str())).chain(md.lines.iter());
         for (line, key, value) in entries {
             d.records += 1;
             let n = d.records;
@@ -441,11 +390,7 @@ impl RecordContext<'_> {
                 continue;
             }
             match self.fact(n, &subject, key, self.masker.mask_value(value)) {
-                Ok(f) => d.facts.push(Planned {
-                    record: n,
-                    origin: "content",
-                    input: f,
-                }),
+                Ok(f) => d.facts.push(Planned { record: n, origin: "content", input: f }),
                 Err(reason) => d.reject(n, Some(*line), "content", reason),
             }
         }
@@ -483,11 +428,7 @@ pub async fn extract(
     let text = pages::cut_bytes(&d.masked_text, model::MAX_MODEL_TEXT).to_string();
     let mut tokens = Tokens::default();
     let chat = client
-        .chat(
-            extractor,
-            model::EXTRACT_SYSTEM,
-            &model::extract_prompt(&text),
-        )
+        .chat(extractor, model::EXTRACT_SYSTEM, &model::extract_prompt(&text))
         .await
         .map_err(ModelFailure::Llm)?;
     tokens.tokens_in += chat.tokens_in;
@@ -499,12 +440,9 @@ pub async fn extract(
     for (i, p) in parsed.into_iter().enumerate() {
         let n = first + i;
         match p {
-            Ok(_) if good.len() >= model::MAX_PROPOSALS => d.reject(
-                n,
-                None,
-                "extract",
-                format!("over the limit of {} extracted facts", model::MAX_PROPOSALS),
-            ),
+            Ok(_) if good.len() >= model::MAX_PROPOSALS => {
+                d.reject(n, None, "extract", format!("over the limit of {} extracted facts", model::MAX_PROPOSALS))
+            }
             Ok(mut p) => {
                 // The model saw masked text only; mask its answer too, in case.
                 p.subject = masker.mask_id(&p.subject);
@@ -519,11 +457,7 @@ pub async fn extract(
             let props: Vec<Proposal> = good.iter().map(|(_, p)| p.clone()).collect();
             let judge_text = pages::cut_bytes(&text, model::MAX_MODEL_TEXT / 2);
             let chat = client
-                .chat(
-                    j,
-                    model::JUDGE_SYSTEM,
-                    &model::judge_prompt(judge_text, &props),
-                )
+                .chat(j, model::JUDGE_SYSTEM, &model::judge_prompt(judge_text, &props))
                 .await
                 .map_err(ModelFailure::Llm)?;
             tokens.tokens_in += chat.tokens_in;
@@ -558,11 +492,7 @@ pub async fn extract(
                 for e in linked_entities(&input) {
                     d.mention(&e);
                 }
-                d.facts.push(Planned {
-                    record: n,
-                    origin: "extract",
-                    input,
-                });
+                d.facts.push(Planned { record: n, origin: "extract", input });
             }
             Err(e) => d.reject(n, None, "extract", e.to_string()),
         }
@@ -577,12 +507,7 @@ pub async fn extract(
 /// digest asserts another one), so one conflicting record does not fail the
 /// whole digest. A conflict that appears between this check and the write
 /// still fails the write as a whole (400 Conflict, nothing written).
-pub fn check_strict(
-    engine: &Engine,
-    tenant: &str,
-    d: &mut Digest,
-    now: i64,
-) -> Result<(), EngineError> {
+pub fn check_strict(engine: &Engine, tenant: &str, d: &mut Digest, now: i64) -> Result<(), EngineError> {
     let mut cardinality: HashMap<String, Cardinality> = HashMap::new();
     let mut bad: BTreeMap<usize, (&'static str, String)> = BTreeMap::new();
     let mut held: HashMap<(String, String), Value> = HashMap::new();
@@ -597,13 +522,7 @@ pub fn check_strict(
         let key = (f.input.subject.clone(), p.clone());
         if let Some(prev) = held.get(&key) {
             if *prev != f.input.object {
-                bad.insert(
-                    f.record,
-                    (
-                        f.origin,
-                        format!("{p} is strict and an earlier record gives {} {prev}", key.0),
-                    ),
-                );
+                bad.insert(f.record, (f.origin, format!("{p} is strict and an earlier record gives {} {prev}", key.0)));
             }
             continue;
         }
@@ -615,17 +534,10 @@ pub fn check_strict(
             ..Default::default()
         };
         let current = engine.query(tenant, &q)?.facts;
-        if let Some(other) = current
-            .iter()
-            .find(|x| x.object != f.input.object && x.valid_until.is_none_or(|u| u > now))
+        if let Some(other) =
+            current.iter().find(|x| x.object != f.input.object && x.valid_until.is_none_or(|u| u > now))
         {
-            bad.insert(
-                f.record,
-                (
-                    f.origin,
-                    format!("{p} is strict and {} already holds {}", key.0, other.object),
-                ),
-            );
+            bad.insert(f.record, (f.origin, format!("{p} is strict and {} already holds {}", key.0, other.object)));
             continue;
         }
         held.insert(key, f.input.object.clone());
@@ -662,10 +574,7 @@ pub fn ops(
     let mut ops = Vec::new();
     let mut slots = Vec::new();
     if !mentions_many && !d.mentions.is_empty() {
-        ops.push(WriteOp::SetCardinality {
-            predicate: pages::MENTIONS.into(),
-            cardinality: Cardinality::Many,
-        });
+        ops.push(WriteOp::SetCardinality { predicate: pages::MENTIONS.into(), cardinality: Cardinality::Many });
         slots.push(Slot::Setting);
     }
     if let Some((wanted, _)) = threshold {
@@ -681,11 +590,7 @@ pub fn ops(
         slots.push(Slot::Setting);
     }
     let mut page = pages::page_facts(&d.page, &d.title, &d.body, source, content_type);
-    page.extend(
-        d.mentions
-            .iter()
-            .map(|m| FactInput::new(&d.page, pages::MENTIONS, m.as_str()).source(source)),
-    );
+    page.extend(d.mentions.iter().map(|m| FactInput::new(&d.page, pages::MENTIONS, m.as_str()).source(source)));
     for f in page {
         ops.push(WriteOp::Assert(f));
         slots.push(Slot::Page);
@@ -762,19 +667,11 @@ fn secret_key(tenant: &str) -> Vec<u8> {
 pub fn tenant_secret(engine: &Engine, tenant: &str) -> Result<Secret, EngineError> {
     static CREATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let key = secret_key(tenant);
-    if let Some(s) = engine
-        .aux_get(&key)?
-        .as_deref()
-        .and_then(Secret::from_bytes)
-    {
+    if let Some(s) = engine.aux_get(&key)?.as_deref().and_then(Secret::from_bytes) {
         return Ok(s);
     }
     let _guard = CREATE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(s) = engine
-        .aux_get(&key)?
-        .as_deref()
-        .and_then(Secret::from_bytes)
-    {
+    if let Some(s) = engine.aux_get(&key)?.as_deref().and_then(Secret::from_bytes) {
         return Ok(s);
     }
     let s = Secret::generate();

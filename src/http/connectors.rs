@@ -95,20 +95,10 @@ pub async fn register(
     // resolved when pulled (DNS may change, and may not be reachable here).
     if let Some(u) = &r.url {
         let url = pull::check_url_syntax(u).map_err(ApiError::schema)?;
-        let host = url
-            .host_str()
-            .unwrap_or_default()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
+        let host = url.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
         if let Ok(ip) = host.parse::<std::net::IpAddr>() {
             if !rt.policy.allows(ip) {
-                let refusal = rt
-                    .policy
-                    .resolve(&url)
-                    .await
-                    .err()
-                    .map(|e| e.to_string())
-                    .unwrap_or_default();
+                let refusal = rt.policy.resolve(&url).await.err().map(|e| e.to_string()).unwrap_or_default();
                 return Err(ApiError::schema(format!("url: {refusal}")));
             }
         }
@@ -119,10 +109,7 @@ pub async fn register(
         blocking(move || connectors::register_ops(&engine, &tenant, &r)).await?
     };
     if !ops.is_empty() {
-        st.memory
-            .write(&tenant, ops, None)
-            .await?
-            .map_err(|_| ApiError::internal())?;
+        st.memory.write(&tenant, ops, None).await?.map_err(|_| ApiError::internal())?;
     }
     rt.set(&tenant, &r.name, r.every_secs.filter(|_| r.url.is_some()));
     let name = r.name.clone();
@@ -136,14 +123,8 @@ pub async fn register(
 }
 
 async fn find(st: &AppState, tenant: &str, name: &str) -> Result<Connector, ApiError> {
-    let (engine, tenant, name) = (
-        Arc::clone(st.memory.engine()),
-        tenant.to_string(),
-        name.to_string(),
-    );
-    blocking(move || connectors::load(&engine, &tenant, &name))
-        .await?
-        .ok_or_else(ApiError::not_found)
+    let (engine, tenant, name) = (Arc::clone(st.memory.engine()), tenant.to_string(), name.to_string());
+    blocking(move || connectors::load(&engine, &tenant, &name)).await?.ok_or_else(ApiError::not_found)
 }
 
 async fn masker(st: &AppState, tenant: &str, c: &Connector) -> Result<Masker, ApiError> {
@@ -162,9 +143,7 @@ fn landed(r: &Receipt) -> String {
 
 fn stop_error(stop: Stop) -> ApiError {
     match stop {
-        Stop::TooLarge(why, r) => {
-            ApiError::too_large(format!("{why}; the {} are stored", landed(&r)))
-        }
+        Stop::TooLarge(why, r) => ApiError::too_large(format!("{why}; the {} are stored", landed(&r))),
         Stop::Body(why, r) => ApiError::schema(format!("{why}; the {} are stored", landed(&r))),
         Stop::Engine(e, _) => ApiError::from(e),
     }
@@ -181,16 +160,8 @@ pub async fn events(
 ) -> Result<Response, ApiError> {
     let tenant = caller.tenant()?.to_string();
     let c = find(&st, &tenant, &name).await?;
-    let ct = headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let ct = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json");
+    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     let framing = match Framing::from_content_type(ct) {
         Some(f) => Some(f),
         None if matches!(essence.as_str(), "text/csv" | "application/csv") => None,
@@ -224,19 +195,11 @@ pub async fn events(
             Ok(bytes) => ingest.feed(&bytes).await.map_err(stop_error)?,
             Err(e) => {
                 let r = ingest.receipt().clone();
-                return Err(stop_error(Stop::Body(
-                    format!("reading the body failed: {e}"),
-                    r,
-                )));
+                return Err(stop_error(Stop::Body(format!("reading the body failed: {e}"), r)));
             }
         }
     }
-    let key = idem.0.map(|k| {
-        (
-            idempotency::scoped(EVENTS_ROUTE, &k),
-            StatusCode::OK.as_u16(),
-        )
-    });
+    let key = idem.0.map(|k| (idempotency::scoped(EVENTS_ROUTE, &k), StatusCode::OK.as_u16()));
     match ingest.finish(key).await.map_err(stop_error)? {
         Ok(receipt) => Ok(Json(receipt.to_json()).into_response()),
         Err(stored) => Ok(idempotency::replay(&stored)),
@@ -252,9 +215,7 @@ pub async fn pull(
     let tenant = caller.tenant()?.to_string();
     let c = find(&st, &tenant, &name).await?;
     if c.url.is_none() {
-        return Err(ApiError::schema(format!(
-            "connector {name} has no url to pull; register it with one"
-        )));
+        return Err(ApiError::schema(format!("connector {name} has no url to pull; register it with one")));
     }
     match schedule::pull_and_record(&st.connectors, &st.memory, &tenant, &c, "request").await {
         Ok(receipt) => Ok(Json(receipt.to_json())),
@@ -267,21 +228,13 @@ fn pull_error(e: PullError) -> ApiError {
     match e {
         PullError::Refused(m) => ApiError::schema(m),
         PullError::Upstream(m) => ApiError::new(StatusCode::BAD_GATEWAY, "UpstreamError", m),
-        PullError::Timeout(_) => ApiError::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            "UpstreamTimeout",
-            e.to_string(),
-        ),
-        PullError::Stopped(Stop::TooLarge(why, r)) => ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "UpstreamError",
-            format!("{why}; the {} are stored", landed(&r)),
-        ),
-        PullError::Stopped(Stop::Body(why, r)) => ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "UpstreamError",
-            format!("{why}; the {} are stored", landed(&r)),
-        ),
+        PullError::Timeout(_) => ApiError::new(StatusCode::GATEWAY_TIMEOUT, "UpstreamTimeout", e.to_string()),
+        PullError::Stopped(Stop::TooLarge(why, r)) => {
+            ApiError::new(StatusCode::BAD_GATEWAY, "UpstreamError", format!("{why}; the {} are stored", landed(&r)))
+        }
+        PullError::Stopped(Stop::Body(why, r)) => {
+            ApiError::new(StatusCode::BAD_GATEWAY, "UpstreamError", format!("{why}; the {} are stored", landed(&r)))
+        }
         PullError::Stopped(Stop::Engine(e, _)) => ApiError::from(e),
     }
 }

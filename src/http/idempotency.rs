@@ -34,9 +34,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
             return Ok(IdempotencyKey(None));
         }
         if v.len() > MAX_KEY_LEN {
-            return Err(ApiError::schema(format!(
-                "Idempotency-Key must be at most {MAX_KEY_LEN} characters"
-            )));
+            return Err(ApiError::schema(format!("Idempotency-Key must be at most {MAX_KEY_LEN} characters")));
         }
         Ok(IdempotencyKey(Some(v.to_vec())))
     }
@@ -51,27 +49,17 @@ pub fn encode(status: StatusCode, body: &Value) -> Vec<u8> {
 
 pub fn replay(bytes: &[u8]) -> Response {
     let (status, body) = match bytes {
-        [hi, lo, body @ ..] => (
-            StatusCode::from_u16(u16::from_be_bytes([*hi, *lo])).ok(),
-            body,
-        ),
+        [hi, lo, body @ ..] => (StatusCode::from_u16(u16::from_be_bytes([*hi, *lo])).ok(), body),
         _ => (None, &[][..]),
     };
     let Some(status) = status else {
         tracing::error!("stored idempotent reply is malformed");
         return ApiError::internal().into_response();
     };
-    let mut resp = (
-        status,
-        [(
-            axum::http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body.to_vec(),
-    )
-        .into_response();
-    resp.headers_mut()
-        .insert(REPLAYED, HeaderValue::from_static("true"));
+    let mut resp =
+        (status, [(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_vec())
+            .into_response();
+    resp.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
     resp
 }
 
@@ -122,9 +110,7 @@ pub async fn write(
             Ok(out) => Some(encode(status, &render_ok(out))),
             Err(e) => {
                 let api = ApiError::from(clone_error(e));
-                api.status
-                    .is_client_error()
-                    .then(|| encode(api.status, &api.body()))
+                api.status.is_client_error().then(|| encode(api.status, &api.body()))
             }
         }),
     };

@@ -58,35 +58,20 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/api/health", get(ops::health))
         .route("/api/stats", get(ops::stats))
-        .route(
-            "/api/facts",
-            get(facts::list_facts).post(facts::assert_fact),
-        )
+        .route("/api/facts", get(facts::list_facts).post(facts::assert_fact))
         .route("/api/facts/batch", post(facts::assert_batch))
-        .route(
-            "/api/facts/{id}",
-            get(facts::get_fact).delete(facts::retract_fact),
-        )
+        .route("/api/facts/{id}", get(facts::get_fact).delete(facts::retract_fact))
         .route("/api/facts/{id}/history", get(facts::fact_history))
-        .route(
-            "/api/predicates/{name}",
-            get(facts::get_predicate).put(facts::put_predicate),
-        )
+        .route("/api/predicates/{name}", get(facts::get_predicate).put(facts::put_predicate))
         .route("/api/walk", get(recall::walk))
         .route("/api/graph", get(recall::graph))
         .route("/api/context", post(recall::context))
         .route("/api/ask", post(recall::ask))
         .route("/api/digest", post(digest::digest))
-        .route(
-            "/api/connectors",
-            get(connectors::list).post(connectors::register),
-        )
+        .route("/api/connectors", get(connectors::list).post(connectors::register))
         .route("/api/connectors/{name}/events", post(connectors::events))
         .route("/api/connectors/{name}/pull", post(connectors::pull))
-        .route(
-            "/api/search",
-            get(search::search_get).post(search::search_post),
-        )
+        .route("/api/search", get(search::search_get).post(search::search_post))
         .route("/api/session", post(session::login).delete(session::logout))
         .route("/api/stream", get(stream::stream))
         .route("/healthz", get(ops::health))
@@ -117,9 +102,7 @@ pub fn router(state: AppState) -> Router {
                 .load_shed()
                 .concurrency_limit(limits.max_in_flight),
         )
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
-            ApiError::internal().into_response()
-        }))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| ApiError::internal().into_response()))
         .with_state(state)
 }
 
@@ -135,11 +118,7 @@ async fn method_not_allowed() -> ApiError {
 async fn metrics_gate(State(st): State<AppState>, req: Request) -> Response {
     let (parts, _) = req.into_parts();
     if !st.auth.is_open() {
-        let who = st.auth.resolve(
-            extract::bearer(&parts),
-            extract::session_cookie(&parts),
-            extract::host(&parts),
-        );
+        let who = st.auth.resolve(extract::bearer(&parts), extract::session_cookie(&parts), extract::host(&parts));
         if who != Some(Principal::Admin) {
             return ApiError::not_found().into_response();
         }
@@ -152,10 +131,7 @@ async fn metrics_gate(State(st): State<AppState>, req: Request) -> Response {
 /// request on a pooled connection that is about to vanish.
 async fn close_after_too_large(mut resp: Response) -> Response {
     if resp.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-        resp.headers_mut().insert(
-            axum::http::header::CONNECTION,
-            axum::http::HeaderValue::from_static("close"),
-        );
+        resp.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
     }
     resp
 }
@@ -163,22 +139,13 @@ async fn close_after_too_large(mut resp: Response) -> Response {
 /// Counts and times every request by its route template (never the raw
 /// path, which would leak ids into label values).
 async fn track(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".into());
+    let route =
+        req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
     let method = req.method().as_str().to_string();
     let started = Instant::now();
     let resp = next.run(req).await;
     let status = resp.status().as_u16().to_string();
-    st.metrics
-        .requests
-        .with_label_values(&[&route, &method, &status])
-        .inc();
-    st.metrics
-        .latency
-        .with_label_values(&[&route, &method])
-        .observe(started.elapsed().as_secs_f64());
+    st.metrics.requests.with_label_values(&[&route, &method, &status]).inc();
+    st.metrics.latency.with_label_values(&[&route, &method]).observe(started.elapsed().as_secs_f64());
     resp
 }

@@ -18,15 +18,11 @@ const REFERENCE: &str = include_str!("../../api/abagraph.openapi.json");
 
 /// A subject or predicate: not blank, no control characters (what the
 /// engine accepts).
-pub const NAME_PATTERN: &str =
-    r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$";
+pub const NAME_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$";
 
 /// Reference operations this server does not implement yet. They stay in
 /// the document (they are part of the product), marked as planned.
-pub const PLANNED: &[(&str, &str)] = &[
-    ("/api/alerts", "get"),
-    ("/api/reports", "get"),
-];
+pub const PLANNED: &[(&str, &str)] = &[("/api/alerts", "get"), ("/api/reports", "get")];
 
 pub fn reference() -> Value {
     serde_json::from_str(REFERENCE).expect("the embedded spec is JSON")
@@ -45,10 +41,7 @@ fn build() -> Value {
     let mut doc = reference();
     doc["info"]["title"] = json!("tempora memory API");
     doc["info"]["version"] = json!(env!("CARGO_PKG_VERSION"));
-    let about = doc["info"]["description"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let about = doc["info"]["description"].as_str().unwrap_or_default().to_string();
     doc["info"]["description"] = json!(format!(
         "{about}\n\nThis is the document of tempora, which implements the memory API above: the reference \
          operations (operations marked `x-tempora-planned: true` are not implemented by this version yet and \
@@ -257,14 +250,10 @@ fn components(doc: &mut Value) {
         tempora_storage::MAX_VALUE_BYTES,
         tempora_storage::MAX_JSON_DEPTH,
     ));
-    for (field, max) in [
-        ("subject", tempora_storage::MAX_SUBJECT_BYTES),
-        ("predicate", tempora_storage::MAX_PREDICATE_BYTES),
-    ] {
-        merge(
-            &mut input["properties"][field],
-            json!({"minLength": 1, "maxLength": max, "pattern": NAME_PATTERN}),
-        );
+    for (field, max) in
+        [("subject", tempora_storage::MAX_SUBJECT_BYTES), ("predicate", tempora_storage::MAX_PREDICATE_BYTES)]
+    {
+        merge(&mut input["properties"][field], json!({"minLength": 1, "maxLength": max, "pattern": NAME_PATTERN}));
     }
     input["properties"]["source"]["maxLength"] = json!(tempora_storage::MAX_SOURCE_BYTES);
 
@@ -365,9 +354,8 @@ fn reference_paths(doc: &mut Value) {
         if op.is_object() {
             op["x-tempora-planned"] = json!(true);
             let d = op["description"].as_str().unwrap_or_default().to_string();
-            op["description"] = json!(format!(
-                "{d}\n\nNot implemented by this version of tempora yet: answers 404 NotFound."
-            ));
+            op["description"] =
+                json!(format!("{d}\n\nNot implemented by this version of tempora yet: answers 404 NotFound."));
         }
     }
 
@@ -384,9 +372,7 @@ fn reference_paths(doc: &mut Value) {
          time (as_of / as_of_tx) and valid time (valid_at). Results are tenant-scoped and paginated: when more \
          facts match, the `X-Next-Cursor` response header carries the cursor of the next page."
     );
-    let ps = list["parameters"]
-        .as_array_mut()
-        .expect("listFacts has parameters");
+    let ps = list["parameters"].as_array_mut().expect("listFacts has parameters");
     for p in ps.iter_mut() {
         if p["name"] == "status" {
             p["description"] = json!(
@@ -514,15 +500,13 @@ fn reference_paths(doc: &mut Value) {
     );
     login["responses"]["200"]["description"] =
         json!("Logged in. Sets an HttpOnly tempora_session cookie (not in open mode).");
-    login["responses"]["200"]["headers"]["Set-Cookie"]["description"] = json!(
-        "`tempora_session=<key>; HttpOnly; SameSite=Lax; Path=/` (plus `Secure` over HTTPS)."
-    );
+    login["responses"]["200"]["headers"]["Set-Cookie"]["description"] =
+        json!("`tempora_session=<key>; HttpOnly; SameSite=Lax; Path=/` (plus `Secure` over HTTPS).");
     login["responses"]["413"] = resp("PayloadTooLarge");
     with_common_errors(&mut login["responses"], false);
     let logout = &mut paths["/api/session"]["delete"];
     logout["description"] = json!("Log out by clearing the tempora_session cookie.");
-    logout["responses"]["200"]["description"] =
-        json!("Logged out. Expires the tempora_session cookie.");
+    logout["responses"]["200"]["description"] = json!("Logged out. Expires the tempora_session cookie.");
     logout["responses"]["200"]["headers"]["Set-Cookie"]["description"] =
         json!("Expired (Max-Age=0) tempora_session cookie.");
     with_common_errors(&mut logout["responses"], false);
@@ -545,16 +529,18 @@ fn recall_paths(paths: &mut Value) {
          node (its facts), into it (facts pointing at it) or both; optionally only along `edge_types` and as of \
          a record time. Bounded: depth at most {}, at most `max_nodes` entities (default {}, at most {}), and \
          {} edges read per node and direction; a walk that hits a bound says `truncated`. Never crosses tenants.",
-        walk::MAX_DEPTH, walk::DEFAULT_MAX_NODES, walk::MAX_NODES, walk::MAX_EDGES_PER_NODE
+        walk::MAX_DEPTH,
+        walk::DEFAULT_MAX_NODES,
+        walk::MAX_NODES,
+        walk::MAX_EDGES_PER_NODE
     ));
-    let ps = w["parameters"]
-        .as_array_mut()
-        .expect("walkGraph has parameters");
+    let ps = w["parameters"].as_array_mut().expect("walkGraph has parameters");
     for p in ps.iter_mut() {
         match p["name"].as_str() {
             Some("start") => p["schema"]["pattern"] = json!("^[A-Za-z][A-Za-z0-9_-]*:\\S+$"),
             Some("depth") => {
-                p["schema"] = json!({"type": "integer", "minimum": 0, "maximum": walk::MAX_DEPTH, "default": walk::DEFAULT_DEPTH})
+                p["schema"] =
+                    json!({"type": "integer", "minimum": 0, "maximum": walk::MAX_DEPTH, "default": walk::DEFAULT_DEPTH})
             }
             Some("direction") => p["schema"]["default"] = json!("out"),
             _ => {}
@@ -582,11 +568,10 @@ fn recall_paths(paths: &mut Value) {
          at their ends with their degree. `q` keeps the entities and predicates containing it (case-insensitive) \
          plus their one-hop neighbourhood, at most {} nodes; `limit` keeps the top-N nodes by degree (ties by id) \
          and the edges between them. At most {} facts are read for one view (`truncated` says when there were more).",
-        graph::FOCUS_CAP, graph::MAX_SCAN
+        graph::FOCUS_CAP,
+        graph::MAX_SCAN
     ));
-    let ps = g["parameters"]
-        .as_array_mut()
-        .expect("getGraph has parameters");
+    let ps = g["parameters"].as_array_mut().expect("getGraph has parameters");
     for p in ps.iter_mut() {
         if p["name"] == "limit" {
             p["schema"]["minimum"] = json!(0);
@@ -755,15 +740,12 @@ fn search_paths(paths: &mut Value) {
 
     let g = &mut paths["/api/search"]["get"];
     g["description"] = json!(description.clone());
-    let ps = g["parameters"]
-        .as_array_mut()
-        .expect("search has parameters");
+    let ps = g["parameters"].as_array_mut().expect("search has parameters");
     for p in ps.iter_mut() {
         match p["name"].as_str() {
             Some("question") => {
                 p["required"] = json!(true);
-                p["description"] =
-                    json!("The question; its words are matched against the facts' words.");
+                p["description"] = json!("The question; its words are matched against the facts' words.");
                 p["schema"]["pattern"] = json!("\\S");
             }
             Some("top_k") => {
@@ -786,9 +768,7 @@ fn search_paths(paths: &mut Value) {
     with_common_errors(&mut g["responses"], true);
 
     let p = &mut paths["/api/search"]["post"];
-    p["description"] = json!(format!(
-        "{description} The same search as GET, with the parameters in a JSON body."
-    ));
+    p["description"] = json!(format!("{description} The same search as GET, with the parameters in a JSON body."));
     p["parameters"] = json!([param("Tenant"), param("TenantHeader")]);
     p["requestBody"]["required"] = json!(true);
     let mut props = json!({
@@ -1054,7 +1034,8 @@ fn connector_paths(paths: &mut Value) {
         ingest::CHUNK_FACTS
     ));
     ev["parameters"] = json!([name_param.clone(), param("IdempotencyKey"), param("Tenant"), param("TenantHeader")]);
-    ev["requestBody"]["content"]["text/csv"] = json!({"schema": {"type": "string", "description": "CSV with a header row."}});
+    ev["requestBody"]["content"]["text/csv"] =
+        json!({"schema": {"type": "string", "description": "CSV with a header row."}});
     ev["responses"]["200"]["content"]["application/json"]["schema"] = receipt.clone();
     ev["responses"]["200"]["headers"] = replayed_header();
     ev["responses"]["400"] = resp("BadRequest");
@@ -1092,13 +1073,15 @@ fn connector_paths(paths: &mut Value) {
         "UpstreamError",
         "the source answered HTTP 500 Internal Server Error",
     );
-    pull["responses"]["504"] = error_response("The pull did not finish in time.", "UpstreamTimeout", "the pull did not finish within 60 s");
+    pull["responses"]["504"] =
+        error_response("The pull did not finish in time.", "UpstreamTimeout", "the pull did not finish within 60 s");
     with_common_errors(&mut pull["responses"], true);
 }
 
 /// `/mcp` (Streamable HTTP, docs/mcp.md) and its manifest.
 fn mcp_paths(paths: &mut Value) {
-    let rpc_error = |description: &str| json!({"description": description, "content": json_content(schema("JsonRpcResponse"))});
+    let rpc_error =
+        |description: &str| json!({"description": description, "content": json_content(schema("JsonRpcResponse"))});
     let post = &mut paths["/mcp"]["post"];
     post["description"] = json!(
         "Model Context Protocol over Streamable HTTP (JSON-RPC 2.0), stateless: every POST carries one JSON-RPC \
@@ -1128,10 +1111,7 @@ fn mcp_paths(paths: &mut Value) {
         },
     });
     let responses = obj(&mut post["responses"]);
-    responses.insert(
-        "202".into(),
-        json!({"description": "A notification was accepted (empty body)."}),
-    );
+    responses.insert("202".into(), json!({"description": "A notification was accepted (empty body)."}));
     responses.insert("400".into(), rpc_error("Not one JSON-RPC 2.0 message (malformed JSON, a batch, a wrong shape), or an unsupported MCP-Protocol-Version: a JSON-RPC error."));
     responses.insert(
         "403".into(),
@@ -1141,14 +1121,8 @@ fn mcp_paths(paths: &mut Value) {
             "this Origin may not call the MCP endpoint",
         ),
     );
-    responses.insert(
-        "413".into(),
-        rpc_error("The body is larger than max_body_bytes."),
-    );
-    responses.insert(
-        "415".into(),
-        rpc_error("The body is not Content-Type: application/json."),
-    );
+    responses.insert("413".into(), rpc_error("The body is larger than max_body_bytes."));
+    responses.insert("415".into(), rpc_error("The body is not Content-Type: application/json."));
     with_common_errors(&mut post["responses"], true);
 
     let gated = |op: Value| {
@@ -1216,9 +1190,7 @@ fn extension_paths(doc: &mut Value) {
     let paths = obj(&mut doc["paths"]);
     let gated = |mut op: Value| {
         op["x-tempora-extension"] = json!(true);
-        let params = obj(&mut op)
-            .entry("parameters")
-            .or_insert_with(|| json!([]));
+        let params = obj(&mut op).entry("parameters").or_insert_with(|| json!([]));
         if let Some(ps) = params.as_array_mut() {
             ps.extend([param("Tenant"), param("TenantHeader")]);
         }
@@ -1423,9 +1395,7 @@ fn extension_paths(doc: &mut Value) {
 mod tests {
     use super::*;
 
-    const METHODS: &[&str] = &[
-        "get", "put", "post", "delete", "patch", "options", "head", "trace",
-    ];
+    const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "options", "head", "trace"];
 
     fn operations(doc: &Value) -> Vec<(String, String)> {
         let mut out = Vec::new();
@@ -1466,11 +1436,7 @@ mod tests {
             for m in ["get", "post", "put", "delete", "patch"] {
                 let needle = format!("{m}(");
                 let found = expr.match_indices(&needle).any(|(i, _)| {
-                    i == 0
-                        || !expr[..i]
-                            .chars()
-                            .next_back()
-                            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    i == 0 || !expr[..i].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_')
                 });
                 if found {
                     out.push((path.to_string(), m.to_string()));
@@ -1487,20 +1453,12 @@ mod tests {
         let served = operations(doc);
         let reference = reference();
         for op in operations(&reference) {
-            assert!(
-                served.contains(&op),
-                "/openapi.json lacks the reference operation {} {}",
-                op.1,
-                op.0
-            );
+            assert!(served.contains(&op), "/openapi.json lacks the reference operation {} {}", op.1, op.0);
         }
         // Nothing of the reference's components went missing either.
         for (kind, items) in reference["components"].as_object().unwrap() {
             for name in items.as_object().unwrap().keys() {
-                assert!(
-                    doc["components"][kind].get(name).is_some(),
-                    "components.{kind}.{name} is missing"
-                );
+                assert!(doc["components"][kind].get(name).is_some(), "components.{kind}.{name} is missing");
             }
         }
         assert_eq!(doc["openapi"], reference["openapi"]);
@@ -1513,8 +1471,7 @@ mod tests {
         let routes = router_routes();
         for (path, method) in &routes {
             if path.starts_with("/api")
-                || ["/healthz", "/readyz", "/livez", "/metrics", "/openapi.json"]
-                    .contains(&path.as_str())
+                || ["/healthz", "/readyz", "/livez", "/metrics", "/openapi.json"].contains(&path.as_str())
             {
                 assert!(
                     served.contains(&(path.clone(), method.clone())),
@@ -1553,18 +1510,13 @@ mod tests {
         let doc = document();
         walk(doc, doc);
         // Links name operations that exist.
-        let ids: Vec<&str> = operations(doc)
-            .iter()
-            .filter_map(|(p, m)| doc["paths"][p][m]["operationId"].as_str())
-            .collect();
+        let ids: Vec<&str> =
+            operations(doc).iter().filter_map(|(p, m)| doc["paths"][p][m]["operationId"].as_str()).collect();
         let text = doc.to_string();
         for id in ["getFact", "getFactHistory", "retractFact", "getPredicate"] {
             assert!(ids.contains(&id), "{id}");
         }
-        assert!(
-            !text.contains("abagraph_session"),
-            "the session cookie of this server is tempora_session"
-        );
+        assert!(!text.contains("abagraph_session"), "the session cookie of this server is tempora_session");
     }
 
     #[test]
@@ -1576,9 +1528,7 @@ mod tests {
             .unwrap()
             .iter()
             .map(|p| match p.get("$ref").and_then(Value::as_str) {
-                Some(r) => doc.pointer(r.strip_prefix('#').unwrap()).unwrap()["name"]
-                    .as_str()
-                    .unwrap(),
+                Some(r) => doc.pointer(r.strip_prefix('#').unwrap()).unwrap()["name"].as_str().unwrap(),
                 None => p["name"].as_str().unwrap(),
             })
             .collect();
@@ -1597,37 +1547,16 @@ mod tests {
         ] {
             assert!(names.contains(&p), "GET /api/facts lacks parameter {p}");
         }
-        assert!(list["responses"]["200"]["headers"]
-            .get("X-Next-Cursor")
-            .is_some());
+        assert!(list["responses"]["200"]["headers"].get("X-Next-Cursor").is_some());
         let fact = &doc["components"]["schemas"]["Fact"]["properties"];
-        for f in [
-            "tx",
-            "created_tx",
-            "created_at",
-            "supersedes",
-            "superseded_by",
-            "continues",
-            "continued_by",
-        ] {
+        for f in ["tx", "created_tx", "created_at", "supersedes", "superseded_by", "continues", "continued_by"] {
             assert!(fact.get(f).is_some(), "Fact lacks {f}");
         }
-        for s in [
-            "BatchInput",
-            "BatchReceipt",
-            "FactHistory",
-            "PredicateInput",
-            "Predicate",
-            "AssertedFact",
-        ] {
+        for s in ["BatchInput", "BatchReceipt", "FactHistory", "PredicateInput", "Predicate", "AssertedFact"] {
             assert!(doc["components"]["schemas"].get(s).is_some(), "schema {s}");
         }
         for p in PLANNED {
-            assert_eq!(
-                doc["paths"][p.0][p.1]["x-tempora-planned"],
-                json!(true),
-                "{p:?}"
-            );
+            assert_eq!(doc["paths"][p.0][p.1]["x-tempora-planned"], json!(true), "{p:?}");
         }
     }
 }
