@@ -1,6 +1,7 @@
 //! On-disk format compatibility: a data directory written by format 1 (kept
 //! under `tests/data/format1`, written by
-//! `storage/examples/make_format1_fixture.rs`) opens and reads the same; a
+//! `storage/examples/make_format1_fixture.rs`) opens and reads the same, with
+//! the per-source counts that later formats keep built by the migrations; a
 //! directory of a newer format is refused with a clear message and left as
 //! it was.
 
@@ -63,6 +64,10 @@ fn a_format_1_data_dir_opens_and_reads_the_same() {
 
     let s = e.stats("default");
     assert_eq!((s.active, s.superseded, s.candidate, s.retracted), (3, 1, 1, 0));
+    // Migration 0003 counted the facts of source "hr": acme superseded by globex.
+    let hr = SourceStats { active: 1, candidate: 0, superseded: 1, retracted: 0 };
+    assert_eq!(e.source_stats("default", "hr").unwrap(), hr);
+    assert_eq!(e.source_stats("acme", "hr").unwrap(), SourceStats::default());
     assert_eq!(e.last_tx().0, 6);
     assert_eq!(e.changes("default", 0, 100).unwrap().len(), 4);
 
@@ -70,6 +75,8 @@ fn a_format_1_data_dir_opens_and_reads_the_same() {
     let next = e.assert("default", FactInput::new("Person:sarah", "works_at", "Org:initech")).unwrap();
     assert_eq!(next.fact.tx, 7);
     assert_eq!(next.superseded[0].object, "Org:globex");
+    let hr = SourceStats { active: 0, candidate: 0, superseded: 2, retracted: 0 };
+    assert_eq!(e.source_stats("default", "hr").unwrap(), hr);
 
     // Migration 0002 indexed acme's remaining [2020, 2024): a backfill from
     // 2022 cuts it back, so 2023 answers only the backfilled value.
@@ -85,6 +92,8 @@ fn a_format_1_data_dir_opens_and_reads_the_same() {
     );
     assert_eq!(in_2023.len(), 1, "{in_2023:?}");
     assert_eq!(in_2023[0].object, "Org:hooli");
+    // Cutting acme back again keeps it superseded: "hr" counts do not move.
+    assert_eq!(e.source_stats("default", "hr").unwrap(), hr);
 }
 
 fn set_format(dir: &Path, format_record: Vec<u8>) {

@@ -320,6 +320,18 @@ impl Engine {
         p.tenants.get(tenant).and_then(|t| p.stats.get(t).cloned()).unwrap_or_default()
     }
 
+    /// Counts, by latest status, of the tenant's facts whose `source` is
+    /// exactly `source` (facts without a source are counted nowhere). One
+    /// point read of a counter kept by the writer, whatever the number of
+    /// facts; it reflects every committed write. An unknown tenant or source
+    /// has all counts zero.
+    pub fn source_stats(&self, tenant: &str, source: &str) -> Result<SourceStats> {
+        match self.reader(tenant) {
+            Some(r) => r.source_stats(source),
+            None => Ok(SourceStats::default()),
+        }
+    }
+
     /// Names of every tenant that has written.
     pub fn tenants(&self) -> Vec<String> {
         let mut v: Vec<String> = self.published.read().tenants.keys().cloned().collect();

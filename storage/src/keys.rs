@@ -25,6 +25,7 @@ pub mod meta {
     const PREDICATE: u8 = 0x05;
     const THRESHOLD: u8 = 0x06;
     const STATS: u8 = 0x07;
+    const SOURCE_STATS: u8 = 0x08;
 
     pub fn tenant_by_name(name: &str) -> Vec<u8> {
         KeyBuf::new().raw(&[TENANT_BY_NAME]).str(name).finish()
@@ -53,7 +54,11 @@ pub mod meta {
     pub fn stats_prefix() -> Vec<u8> {
         vec![STATS]
     }
-    /// The tenant id in a `threshold` or `stats` key.
+    /// `0x08` | tenant | source -> `SourceStats` of the facts with that source.
+    pub fn source_stats(t: TenantId, source: &str) -> Vec<u8> {
+        KeyBuf::new().raw(&[SOURCE_STATS]).u32(t).str(source).finish()
+    }
+    /// The tenant id in a `threshold`, `stats` or `source_stats` key.
     pub fn tenant_of(key: &[u8]) -> Result<TenantId, StorageError> {
         let mut r = KeyReader::new(&key[1..]);
         r.u32().map_err(corrupt)

@@ -15,9 +15,11 @@ use crate::record;
 mod m0001_initial_layout;
 #[path = "../../migrations/m0002_valid_time_index.rs"]
 mod m0002_valid_time_index;
+#[path = "../../migrations/m0003_source_stats.rs"]
+mod m0003_source_stats;
 
 /// The format this build writes.
-pub const CURRENT_FORMAT: u32 = 2;
+pub const CURRENT_FORMAT: u32 = 3;
 
 type Step = fn(&dyn OrderedKv, &mut WriteBatch) -> Result<(), StorageError>;
 
@@ -25,6 +27,7 @@ type Step = fn(&dyn OrderedKv, &mut WriteBatch) -> Result<(), StorageError>;
 const STEPS: &[(&str, Step)] = &[
     ("0001_initial_layout", m0001_initial_layout::apply),
     ("0002_valid_time_index", m0002_valid_time_index::apply),
+    ("0003_source_stats", m0003_source_stats::apply),
 ];
 
 /// The format recorded in the store; `None` for a store never initialized.

@@ -431,6 +431,34 @@ impl TenantStats {
     }
 }
 
+/// Counts of the facts attributed to one source (a fact's `source`), by
+/// each fact's latest status, like the fact counts of [`TenantStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceStats {
+    pub active: u64,
+    pub candidate: u64,
+    pub superseded: u64,
+    pub retracted: u64,
+}
+
+impl SourceStats {
+    /// Facts still in play: active plus held candidates.
+    pub fn live(&self) -> u64 {
+        self.active + self.candidate
+    }
+    pub fn total(&self) -> u64 {
+        self.active + self.candidate + self.superseded + self.retracted
+    }
+    pub(crate) fn count_mut(&mut self, s: Status) -> &mut u64 {
+        match s {
+            Status::Active => &mut self.active,
+            Status::Candidate => &mut self.candidate,
+            Status::Superseded => &mut self.superseded,
+            Status::Retracted => &mut self.retracted,
+        }
+    }
+}
+
 /// Reads `continued_by` as stored by any format: format 1 wrote one optional
 /// id, later formats a list.
 fn one_or_many_ids<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<FactId>, D::Error> {

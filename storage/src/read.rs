@@ -293,6 +293,15 @@ impl Reader<'_> {
         Ok(out)
     }
 
+    /// The committed per-source counts (written in the same batch as the
+    /// facts they count).
+    pub fn source_stats(&self, source: &str) -> Result<SourceStats> {
+        match self.kv.get(Keyspace::Meta, &keys::meta::source_stats(self.tid, source))? {
+            Some(v) => Ok(record::decode(&v)?),
+            None => Ok(SourceStats::default()),
+        }
+    }
+
     pub fn predicate(&self, name: &str) -> Result<PredicateInfo> {
         match self.kv.get(Keyspace::Meta, &keys::meta::predicate(self.tid, name))? {
             Some(v) => Ok(record::decode(&v)?),

@@ -168,7 +168,7 @@ impl Cx<'_, '_> {
                 }
             }
             for old in competitors {
-                let (closed, tail) = self.take_over(old, &fact);
+                let (closed, tail) = self.take_over(old, &fact)?;
                 fact.supersedes.push(closed.id);
                 superseded.push(closed);
                 continued.extend(tail);
@@ -183,7 +183,7 @@ impl Cx<'_, '_> {
 
     /// Closes `old` where `new` takes over: `old` keeps what lies before
     /// `new.valid_from`; what lies after a bounded `new` lives on as a tail.
-    fn take_over(&mut self, old: Fact, new: &Fact) -> (Fact, Option<Fact>) {
+    fn take_over(&mut self, old: Fact, new: &Fact) -> Result<(Fact, Option<Fact>)> {
         let mut closed = old.clone();
         closed.status = Status::Superseded;
         // Clamped at the old start, so a closed interval never ends before it
@@ -218,17 +218,17 @@ impl Cx<'_, '_> {
             closed.continued_by.push(t.id);
         }
 
-        self.close(&old, &closed);
+        self.close(&old, &closed)?;
         if let Some(t) = &tail {
             // The subject and predicate exist: `old` has them.
-            self.write_new_fact(t, false).expect("no lookups when subject and predicate exist");
+            self.write_new_fact(t, false)?;
         }
-        (closed, tail)
+        Ok((closed, tail))
     }
 
     /// Writes `closed`, the new latest version of `old`, and moves the fact
     /// between the indexes its old and new status belong in.
-    fn close(&mut self, old: &Fact, closed: &Fact) {
+    fn close(&mut self, old: &Fact, closed: &Fact) -> Result<()> {
         let tid = self.tid;
         self.ov.put(Keyspace::Versions, keys::version(closed.id, closed.tx), record::encode(closed));
         let idx_key = keys::sp(tid, &closed.subject, &closed.predicate, closed.id);
@@ -247,6 +247,16 @@ impl Cx<'_, '_> {
             *s.count_mut(from) -= 1;
             *s.count_mut(to) += 1;
         });
+        self.count_source(old.source.as_deref(), Some(from), to)
+    }
+
+    /// Counts a fact of `source` moving from `from` (`None`: new) to `to`.
+    /// Facts without a source are not counted.
+    fn count_source(&mut self, source: Option<&str>, from: Option<Status>, to: Status) -> Result<()> {
+        let Some(source) = source else { return Ok(()) };
+        let ov = &*self.ov;
+        self.cat.count_source(|k| ov.get(Keyspace::Meta, k), self.tid, source, from, to)?;
+        Ok(())
     }
 
     /// Superseded facts of (subject, predicate) that still cover valid time
@@ -298,7 +308,7 @@ impl Cx<'_, '_> {
             s.subjects += u64::from(new_subject);
             s.predicates += u64::from(new_predicate);
         });
-        Ok(())
+        self.count_source(f.source.as_deref(), None, status)
     }
 
     fn live_facts(&self, subject: &str, predicate: &str) -> Result<Vec<Fact>> {
@@ -322,7 +332,7 @@ impl Cx<'_, '_> {
         gone.status = Status::Retracted;
         gone.tx = self.tx;
         gone.recorded_at = self.now;
-        self.close(&old, &gone);
+        self.close(&old, &gone)?;
         Ok((gone, true))
     }
 

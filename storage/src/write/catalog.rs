@@ -2,13 +2,19 @@
 //! stats. It is loaded once at open and then changed only by the writer
 //! thread; every change is journaled so a failed request (or a failed commit
 //! group) can be undone exactly.
+//!
+//! Per-source counts are the exception to "loaded once": a tenant may have
+//! any number of sources, so each (tenant, source) is read from `meta` the
+//! first time the writer touches it and cached from then on. Readers do not
+//! see this cache: they read the committed record in `meta`, which is written
+//! in the same batch as the facts it counts.
 
 use crate::error::StorageError;
 use crate::keys::{self, TenantId};
 use crate::kv::{scan_prefix, Keyspace, OrderedKv};
-use crate::model::{Cardinality, Millis, PredicateInfo, TenantStats, Tx};
+use crate::model::{Cardinality, Millis, PredicateInfo, SourceStats, Status, TenantStats, Tx};
 use crate::record::{self, Clock};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub const DEFAULT_THRESHOLD: f64 = 0.75;
 
@@ -28,6 +34,7 @@ enum Undo {
     Threshold(TenantId, Option<f64>),
     Stats(TenantId, Option<TenantStats>),
     Predicate((TenantId, String), Option<Cardinality>),
+    Source(TenantId, String, SourceStats),
 }
 
 #[derive(Debug)]
@@ -38,6 +45,12 @@ pub struct Catalog {
     predicates: HashMap<(TenantId, String), Cardinality>,
     /// Tenants whose stats changed since the last group was flushed.
     pub dirty_stats: BTreeSet<TenantId>,
+    /// Per-source counts looked up or changed so far, by tenant then source
+    /// (absent: not loaded yet).
+    sources: HashMap<TenantId, HashMap<String, SourceStats>>,
+    /// (tenant, source) pairs whose counts changed since the last group was
+    /// flushed.
+    dirty_sources: BTreeMap<TenantId, BTreeSet<String>>,
     journal: Vec<Undo>,
 }
 
@@ -67,6 +80,8 @@ impl Catalog {
             next_tenant,
             predicates: HashMap::new(),
             dirty_stats: BTreeSet::new(),
+            sources: HashMap::new(),
+            dirty_sources: BTreeMap::new(),
             journal: Vec::new(),
         })
     }
@@ -86,6 +101,12 @@ impl Catalog {
                 Undo::Threshold(t, old) => restore(&mut self.state.thresholds, t, old),
                 Undo::Stats(t, old) => restore(&mut self.state.stats, t, old),
                 Undo::Predicate(k, old) => restore(&mut self.predicates, k, old),
+                Undo::Source(t, source, old) => {
+                    // The entry exists: it was loaded before it was changed.
+                    if let Some(s) = self.sources.get_mut(&t).and_then(|m| m.get_mut(&source)) {
+                        *s = old;
+                    }
+                }
             }
         }
     }
@@ -94,6 +115,7 @@ impl Catalog {
     pub fn commit(&mut self) {
         self.journal.clear();
         self.dirty_stats.clear();
+        self.dirty_sources.clear();
     }
 
     /// Takes the next tx and a record time that never goes backwards, even if
@@ -163,6 +185,59 @@ impl Catalog {
         f(entry);
         self.journal.push(Undo::Stats(t, Some(before)));
         self.dirty_stats.insert(t);
+    }
+
+    /// Moves one fact of `source` from status `from` (`None`: a new fact) to
+    /// `to`, journaled. The counts of a (tenant, source) are read through
+    /// `kv_get` the first time it is touched, then served from the cache.
+    pub fn count_source(
+        &mut self,
+        kv_get: impl FnOnce(&[u8]) -> Result<Option<Vec<u8>>, StorageError>,
+        t: TenantId,
+        source: &str,
+        from: Option<Status>,
+        to: Status,
+    ) -> Result<(), StorageError> {
+        let of_tenant = self.sources.entry(t).or_default();
+        let entry = match of_tenant.get_mut(source) {
+            Some(e) => e,
+            None => {
+                // A cache fill is not a change: the value is what the store holds.
+                let loaded = match kv_get(&keys::meta::source_stats(t, source))? {
+                    Some(v) => record::decode(&v)?,
+                    None => SourceStats::default(),
+                };
+                of_tenant.entry(source.to_string()).or_insert(loaded)
+            }
+        };
+        let before = *entry;
+        if let Some(from) = from {
+            let n = entry.count_mut(from);
+            if *n == 0 {
+                // Only a damaged counter gets here; it must not block writes.
+                tracing::warn!(tenant = t, source, status = %from, "source count already zero");
+            }
+            *n = n.saturating_sub(1);
+        }
+        *entry.count_mut(to) += 1;
+        self.journal.push(Undo::Source(t, source.to_string(), before));
+        let dirty = self.dirty_sources.entry(t).or_default();
+        if !dirty.contains(source) {
+            dirty.insert(source.to_string());
+        }
+        Ok(())
+    }
+
+    /// The changed per-source counts, for the commit batch: (tenant, source,
+    /// counts). Counts that a rollback took back to nothing are skipped (the
+    /// store has no record of them either).
+    pub fn dirty_sources(&self) -> impl Iterator<Item = (TenantId, &str, &SourceStats)> + '_ {
+        self.dirty_sources.iter().flat_map(move |(t, names)| {
+            names.iter().filter_map(move |name| {
+                let s = self.sources.get(t)?.get(name.as_str())?;
+                (s.total() > 0).then_some((*t, name.as_str(), s))
+            })
+        })
     }
 }
 

@@ -264,8 +264,9 @@ impl Writer {
         }
     }
 
-    /// The clock and changed stats go into the same batch as the facts, so a
-    /// restart finds them consistent with each other.
+    /// The clock and changed stats (per tenant and per source) go into the
+    /// same batch as the facts, so a restart, or a reader of the store, finds
+    /// them consistent with each other.
     fn write_catalog(&self, ov: &mut Overlay<'_>) {
         let state = &self.catalog.state;
         ov.put(Keyspace::Meta, keys::meta::CLOCK.to_vec(), record::encode(&state.clock));
@@ -273,6 +274,10 @@ impl Writer {
             if let Some(s) = state.stats.get(t) {
                 ov.put(Keyspace::Meta, keys::meta::stats(*t), record::encode(s));
             }
+        }
+        // Only the (tenant, source) pairs this group changed.
+        for (t, source, s) in self.catalog.dirty_sources() {
+            ov.put(Keyspace::Meta, keys::meta::source_stats(t, source), record::encode(s));
         }
     }
 }
