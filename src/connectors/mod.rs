@@ -304,8 +304,7 @@ pub fn register_ops(engine: &Engine, tenant: &str, r: &Registration) -> Result<V
 
 /// Live facts (active and candidate) the connector wrote, now.
 pub fn ingested(engine: &Engine, tenant: &str, name: &str) -> Result<u64, EngineError> {
-    let _ = (engine, tenant, name);
-    Ok(0) // MERGE-PENDING
+    Ok(engine.source_stats(tenant, &Connector::source(name))?.live())
 }
 
 /// Facts of `(subject, predicate)` live now (active or candidate), to tell
