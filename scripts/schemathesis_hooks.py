@@ -26,8 +26,8 @@ What it does:
      without credentials, a subject that is a type, an entity ref or a
      template, predicate names in `fields`, and no unknown settings. A
      positive case is brought within those rules; every url becomes
-     https://example.com/... (registering does not fetch it, and a pull of it
-     fails cleanly without the internet: 502).
+     https://connector-source.invalid/... (registering does not fetch it; a
+     pull of it fails fast and cleanly, 502, as `.invalid` never resolves).
    Negative cases are left alone: whatever makes them invalid still does.
 
 2. Every case gets its own `Idempotency-Key`: a repeated key (the spec's
@@ -132,7 +132,7 @@ def _fix_connector(body):
     if isinstance(body.get("label"), str):
         body["label"] = body["label"][:200]
     if body.get("url") is not None or body.get("kind") == "pull" or body.get("every_secs") is not None:
-        body["url"] = "https://example.com/export.jsonl"
+        body["url"] = "https://connector-source.invalid/export.jsonl"
     subject = body.get("subject")
     if isinstance(subject, str) and subject.strip() and not SUBJECT_RULE.match(subject.strip()):
         del body["subject"]

@@ -149,7 +149,7 @@ impl Registration {
         fields: Option<&Value>,
         mask: Option<&str>,
         confidence: Option<f64>,
-        every_secs: Option<u64>,
+        every_secs: Option<i64>,
         min_every_secs: u64,
     ) -> Result<Registration, String> {
         check_name(&name)?;
@@ -157,11 +157,10 @@ impl Registration {
         if !KINDS.contains(&kind.as_str()) {
             return Err(format!("kind must be one of {}, got {kind:?}", KINDS.join(", ")));
         }
-        let label = label.map(|l| l.trim().to_string()).filter(|l| !l.is_empty());
         if label.as_ref().is_some_and(|l| l.chars().count() > 200) {
             return Err("label must be at most 200 characters".into());
         }
-        let url = url.map(|u| u.trim().to_string()).filter(|u| !u.is_empty());
+        let label = label.map(|l| l.trim().to_string()).filter(|l| !l.is_empty());
         if let Some(u) = &url {
             pull::check_url_syntax(u)?;
         }
@@ -172,10 +171,11 @@ impl Registration {
             return Err("every_secs schedules pulls of the connector's url: give a url".into());
         }
         if let Some(s) = every_secs {
-            if !(min_every_secs..=MAX_EVERY_SECS).contains(&s) {
+            if !(min_every_secs as i64..=MAX_EVERY_SECS as i64).contains(&s) {
                 return Err(format!("every_secs must be within [{min_every_secs}, {MAX_EVERY_SECS}], got {s}"));
             }
         }
+        let every_secs = every_secs.map(|s| s as u64);
         let subject = subject.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
         SubjectRule::parse(subject.as_deref()).map_err(|e| format!("subject: {e}"))?;
         let fields = FieldMap::from_value(fields)?;

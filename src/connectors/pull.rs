@@ -104,6 +104,23 @@ pub fn record_pull(engine: &tempora_storage::Engine, tenant: &str, name: &str, p
 /// http or https scheme and a host, without credentials (the URL is stored
 /// in history, where a password must not go).
 pub fn check_url_syntax(u: &str) -> Result<reqwest::Url, String> {
+    // The shape first, as /openapi.json states it (a lenient parser would
+    // quietly trim or re-encode what this refuses).
+    let rest = u.strip_prefix("https://").or_else(|| u.strip_prefix("http://"));
+    let Some(rest) = rest else {
+        let scheme = u.split(':').next().unwrap_or_default();
+        return Err(format!("url must be http or https (lower case), got {scheme:?}"));
+    };
+    if u.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("url must not contain whitespace or control characters".into());
+    }
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty() {
+        return Err("url has no host".into());
+    }
+    if authority.contains('@') {
+        return Err("url must not carry credentials: they would be kept in the connector's history".into());
+    }
     let url: reqwest::Url = u.parse().map_err(|e| format!("url {u:?} is not a URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!("url must be http or https, got {}", url.scheme()));
@@ -154,7 +171,12 @@ fn pinned_client(
 async fn open(policy: &Policy, url: &str, s: &PullSettings) -> Result<reqwest::Response, PullError> {
     let mut url = check_url_syntax(url).map_err(PullError::Refused)?;
     for hop in 0..=s.max_redirects {
-        let resolved = policy.resolve(&url).await.map_err(|r| match r {
+        // Resolution gets the connect timeout too: a resolver that does not
+        // answer must not hold the pull to its whole deadline.
+        let resolved = tokio::time::timeout(s.connect_timeout, policy.resolve(&url))
+            .await
+            .map_err(|_| PullError::Upstream(format!("resolving {} timed out", url.host_str().unwrap_or_default())))?
+            .map_err(|r| match r {
             Refusal::Invalid(m) if hop == 0 => PullError::Refused(m),
             Refusal::Invalid(m) => PullError::Refused(format!("redirect {hop} refused: {m}")),
             Refusal::Unresolvable(m) => PullError::Upstream(m),
@@ -258,7 +280,10 @@ mod tests {
             ("ftp://example.com/x", "http or https"),
             ("file:///etc/passwd", "http or https"),
             ("https://user:pw@example.com/", "credentials"),
-            ("not a url", "not a URL"),
+            ("not a url", "http or https"),
+            ("HTTPS://example.com/", "lower case"),
+            ("https://example.com/a b", "whitespace"),
+            ("https:///path", "no host"),
             ("gopher://127.0.0.1:6379/_INFO", "http or https"),
         ] {
             let err = check_url_syntax(u).unwrap_err();

@@ -331,7 +331,7 @@ mod tests {
                     c.fields
                         .clone()
                         .map(|m| Value::Object(m).to_string())
-                        .map_err(|e| e[..e.len().min(30)].to_string()),
+                        .map_err(|e| e.to_string()),
                 )
             })
             .collect()

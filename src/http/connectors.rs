@@ -42,7 +42,7 @@ pub struct ConnectorBody {
     #[serde(default)]
     confidence: Option<f64>,
     #[serde(default)]
-    every_secs: Option<u64>,
+    every_secs: Option<crate::json::JsonInt>,
 }
 
 /// The connector with its live parts: the ingested count and the last pull.
@@ -87,7 +87,7 @@ pub async fn register(
         body.fields.as_ref(),
         body.mask.as_deref(),
         body.confidence,
-        body.every_secs,
+        body.every_secs.map(|s| s.0),
         rt.min_every_secs,
     )
     .map_err(ApiError::schema)?;

@@ -1034,6 +1034,10 @@ fn connector_paths(paths: &mut Value) {
         ingest::CHUNK_FACTS
     ));
     ev["parameters"] = json!([name_param.clone(), param("IdempotencyKey"), param("Tenant"), param("TenantHeader")]);
+    ev["requestBody"]["content"]["application/json"]["schema"] = json!({
+        "description": "One JSON object, an array of objects, or objects one after another. Any JSON is read: \
+                        a record that is not an object is rejected in the receipt, not the delivery.",
+    });
     ev["requestBody"]["content"]["text/csv"] =
         json!({"schema": {"type": "string", "description": "CSV with a header row."}});
     ev["responses"]["200"]["content"]["application/json"]["schema"] = receipt.clone();
