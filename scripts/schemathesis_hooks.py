@@ -25,9 +25,8 @@ What it does:
      webhook or pull (pull needs a url), an http(s) url of a public host
      without credentials, a subject that is a type, an entity ref or a
      template, predicate names in `fields`, and no unknown settings. A
-     positive case is brought within those rules; every url becomes
-     https://connector-source.invalid/... (registering does not fetch it; a
-     pull of it fails fast and cleanly, 502, as `.invalid` never resolves).
+     positive case is brought within those rules, and without a url (so a
+     pull answers 409, never calls out).
    Negative cases are left alone: whatever makes them invalid still does.
 
 2. Every case gets its own `Idempotency-Key`: a repeated key (the spec's
@@ -131,8 +130,13 @@ def _fix_connector(body):
         del body["kind"]
     if isinstance(body.get("label"), str):
         body["label"] = body["label"][:200]
-    if body.get("url") is not None or body.get("kind") == "pull" or body.get("every_secs") is not None:
-        body["url"] = "https://connector-source.invalid/export.jsonl"
+    # No url at all: a pull would send the server to a generated host, and
+    # 502/504 is then the right answer. tests/http_connectors.rs drives pulls
+    # (and their failures) against a real local source.
+    body.pop("url", None)
+    body.pop("every_secs", None)
+    if body.get("kind") == "pull":
+        body["kind"] = "webhook"
     subject = body.get("subject")
     if isinstance(subject, str) and subject.strip() and not SUBJECT_RULE.match(subject.strip()):
         del body["subject"]

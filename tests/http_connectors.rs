@@ -269,6 +269,9 @@ async fn bad_records_are_rejected_one_by_one_and_the_rest_land() {
     let r = deliver(&api, "hr", "application/json", "42").await.expect(200).clone();
     assert_eq!((r["records"].as_u64(), r["rejected"].as_u64()), (Some(1), Some(1)), "{r}");
     deliver(&api, "hr", "application/xml", "<a/>").await.expect_error(415, "UnsupportedMediaType");
+    deliver(&api, "hr", "application/x-ndjson", "").await.expect_error(400, "SchemaInvalid");
+    // A webhook connector has no url to pull.
+    api.post("/api/connectors/hr/pull", &json!({})).await.expect_error(409, "Conflict");
 }
 
 #[tokio::test]

@@ -199,6 +199,9 @@ pub async fn events(
             }
         }
     }
+    if ingest.receipt().bytes == 0 {
+        return Err(ApiError::schema("the delivery is empty: send one record or more"));
+    }
     let key = idem.0.map(|k| (idempotency::scoped(EVENTS_ROUTE, &k), StatusCode::OK.as_u16()));
     match ingest.finish(key).await.map_err(stop_error)? {
         Ok(receipt) => Ok(Json(receipt.to_json()).into_response()),
@@ -215,7 +218,11 @@ pub async fn pull(
     let tenant = caller.tenant()?.to_string();
     let c = find(&st, &tenant, &name).await?;
     if c.url.is_none() {
-        return Err(ApiError::schema(format!("connector {name} has no url to pull; register it with one")));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "Conflict",
+            format!("connector {name} has no url to pull; register it with one"),
+        ));
     }
     match schedule::pull_and_record(&st.connectors, &st.memory, &tenant, &c, "request").await {
         Ok(receipt) => Ok(Json(receipt.to_json())),

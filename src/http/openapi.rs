@@ -1039,7 +1039,9 @@ fn connector_paths(paths: &mut Value) {
                         a record that is not an object is rejected in the receipt, not the delivery.",
     });
     ev["requestBody"]["content"]["text/csv"] =
-        json!({"schema": {"type": "string", "description": "CSV with a header row."}});
+        json!({"schema": {"type": "string", "minLength": 1, "description": "CSV with a header row."}});
+    ev["requestBody"]["content"]["application/x-ndjson"]["schema"] =
+        json!({"type": "string", "minLength": 1, "description": "JSON Lines: one event object per line."});
     ev["responses"]["200"]["content"]["application/json"]["schema"] = receipt.clone();
     ev["responses"]["200"]["headers"] = replayed_header();
     ev["responses"]["400"] = resp("BadRequest");
@@ -1067,8 +1069,13 @@ fn connector_paths(paths: &mut Value) {
     );
     pull["parameters"] = json!([name_param, param("Tenant"), param("TenantHeader")]);
     pull["responses"]["200"]["content"]["application/json"]["schema"] = receipt;
+    pull["responses"]["409"] = error_response(
+        "The connector has no url to pull.",
+        "Conflict",
+        "connector hr-feed has no url to pull; register it with one",
+    );
     pull["responses"]["400"] = error_response(
-        "The connector has no url, or the url (or a redirect) is refused by the outbound policy.",
+        "The url (or a redirect) is refused by the outbound policy.",
         "SchemaInvalid",
         "redirect 1 refused: 169.254.169.254 is a private, loopback or otherwise non-public address ...",
     );
