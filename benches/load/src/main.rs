@@ -29,6 +29,10 @@ enum Workload {
     Read,
     Asof,
     Validat,
+    /// Not a request loop: `keys` records as one JSON Lines connector
+    /// delivery, against the same facts through `/api/facts/batch` (its
+    /// peer, in the same run), then the same delivery again (all unchanged).
+    Ingest,
 }
 
 #[derive(Parser, Debug)]
@@ -90,6 +94,9 @@ async fn main() -> Result<()> {
         .tcp_nodelay(true)
         .build()?;
     let base = args.url.trim_end_matches('/').to_string();
+    if args.workload == Workload::Ingest {
+        return ingest(&client, &base, args.keys, args.json).await;
+    }
 
     let preload_tx = if args.preload { preload(&client, &base, args.keys).await? } else { 0 };
 
@@ -169,6 +176,85 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
+/// The ingest comparison: each record is two facts (a name and an edge).
+async fn ingest(client: &reqwest::Client, base: &str, keys: u64, as_json: bool) -> Result<()> {
+    let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis();
+    let name = format!("load-{run}");
+    let resp = client
+        .post(format!("{base}/api/connectors"))
+        .json(&json!({"name": name, "subject": format!("Item{run}:{{id}}"), "mask": "none"}))
+        .send()
+        .await?;
+    if !resp.status().is_success() {
+        bail!("registering the connector failed: {} {}", resp.status(), resp.text().await.unwrap_or_default());
+    }
+    let mut body = String::new();
+    for k in 0..keys {
+        body.push_str(&format!("{{\"id\":{k},\"name\":\"item {k}\",\"team\":\"Team:t{}\"}}\n", k % 50));
+    }
+    let deliver = |body: String| {
+        let (client, url) = (client.clone(), format!("{base}/api/connectors/{name}/events"));
+        async move {
+            let started = Instant::now();
+            let resp = client.post(url).header("content-type", "application/x-ndjson").body(body).send().await?;
+            if !resp.status().is_success() {
+                bail!("delivery failed: {} {}", resp.status(), resp.text().await.unwrap_or_default());
+            }
+            let receipt: serde_json::Value = resp.json().await?;
+            Ok::<_, anyhow::Error>((started.elapsed().as_secs_f64(), receipt))
+        }
+    };
+    let (webhook_s, receipt) = deliver(body.clone()).await?;
+    if receipt["asserted"].as_u64() != Some(keys * 2) {
+        bail!("the delivery did not assert every fact: {receipt}");
+    }
+
+    let started = Instant::now();
+    for chunk_start in (0..keys).step_by(500) {
+        let facts: Vec<_> = (chunk_start..(chunk_start + 500).min(keys))
+            .flat_map(|k| {
+                let s = format!("Batch{run}:{k}");
+                [
+                    json!({"subject": s, "predicate": "name", "object": format!("item {k}"), "source": "load"}),
+                    json!({"subject": s, "predicate": "team", "object": format!("Team:t{}", k % 50), "source": "load"}),
+                ]
+            })
+            .collect();
+        let resp = client.post(format!("{base}/api/facts/batch")).json(&json!({ "facts": facts })).send().await?;
+        if !resp.status().is_success() {
+            bail!("batch failed: {} {}", resp.status(), resp.text().await.unwrap_or_default());
+        }
+    }
+    let batch_s = started.elapsed().as_secs_f64();
+
+    let (again_s, receipt) = deliver(body).await?;
+    if receipt["unchanged"].as_u64() != Some(keys) {
+        bail!("the repeated delivery was not all unchanged: {receipt}");
+    }
+    let facts = (keys * 2) as f64;
+    let result = json!({
+        "workload": "ingest",
+        "records": keys,
+        "facts": keys * 2,
+        "webhook_facts_per_s": facts / webhook_s,
+        "batch_facts_per_s": facts / batch_s,
+        "webhook_vs_batch": batch_s / webhook_s,
+        "redelivery_records_per_s": keys as f64 / again_s,
+    });
+    if as_json {
+        println!("{result}");
+    } else {
+        println!(
+            "ingest   records={keys} webhook {:.0} facts/s, batch {:.0} facts/s (webhook/batch {:.2}x), unchanged re-delivery {:.0} records/s",
+            facts / webhook_s,
+            facts / batch_s,
+            batch_s / webhook_s,
+            keys as f64 / again_s
+        );
+    }
+    Ok(())
+}
+
 /// Asserts every key once; returns the last transaction of the preload.
 async fn preload(client: &reqwest::Client, base: &str, keys: u64) -> Result<u64> {
     let started = Instant::now();
@@ -218,6 +304,7 @@ async fn request(
             "{base}/api/facts?subject={subject}&predicate=works_at&valid_at={}",
             VALID_FROM + 86_400_000
         )),
+        Workload::Ingest => unreachable!("ingest is not a request loop"),
     };
     match req.send().await {
         Ok(r) if r.status().is_success() => {
