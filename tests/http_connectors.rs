@@ -159,11 +159,11 @@ async fn registering_again_supersedes_only_what_changed_and_keeps_the_history() 
     assert_eq!(listed["connectors"].as_array().unwrap().len(), 1, "{listed}");
 
     // The settings are facts: the old label is superseded, not gone.
-    let labels = api.list("subject=Connector:hr-feed&predicate=label&status=active,superseded").await;
+    let labels = api.list("subject=Connector:hr-feed&predicate=connector.label&status=active,superseded").await;
     let mut seen: Vec<&str> = labels.iter().map(|f| f["object"].as_str().unwrap()).collect();
     seen.sort();
     assert_eq!(seen, ["HR export", "HR feed"]);
-    let subjects = api.list("subject=Connector:hr-feed&predicate=subject&status=active,superseded").await;
+    let subjects = api.list("subject=Connector:hr-feed&predicate=connector.subject&status=active,superseded").await;
     assert_eq!(subjects.len(), 1, "an unchanged setting is not written again: {subjects:?}");
 
     // Dropping a setting retracts it.

@@ -38,7 +38,11 @@ pub const MIN_EVERY_SECS: u64 = 10;
 /// Longest schedule: about a year.
 pub const MAX_EVERY_SECS: u64 = 366 * 24 * 3600;
 
-/// The settings a connector keeps, each one a predicate of `Connector:<name>`.
+/// The settings a connector keeps, each one a predicate of `Connector:<name>`
+/// under [`SETTING_PREFIX`]: the prefix keeps listing connectors an index
+/// read of their own (`connector.kind`), not a scan of every `kind` fact a
+/// tenant may hold.
+pub const SETTING_PREFIX: &str = "connector.";
 const SETTINGS: [&str; 8] = ["kind", "label", "url", "subject", "fields", "mask", "confidence", "every_secs"];
 
 /// A connector's settings, as registered.
@@ -199,8 +203,9 @@ fn settings(engine: &Engine, tenant: &str, name: &str) -> Result<BTreeMap<String
     };
     let mut out = BTreeMap::new();
     for f in engine.query(tenant, &q)?.facts {
-        if SETTINGS.contains(&f.predicate.as_str()) && f.valid_until.is_none() {
-            out.insert(f.predicate.clone(), f);
+        let Some(setting) = f.predicate.strip_prefix(SETTING_PREFIX) else { continue };
+        if SETTINGS.contains(&setting) && f.valid_until.is_none() {
+            out.insert(setting.to_string(), f);
         }
     }
     Ok(out)
@@ -240,7 +245,7 @@ pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Connector>, EngineError
     let mut cursor = None;
     loop {
         let q = FactQuery {
-            predicate: Some("kind".into()),
+            predicate: Some(format!("{SETTING_PREFIX}kind")),
             status: StatusFilter::Current,
             limit: tempora_storage::MAX_PAGE,
             cursor,
@@ -295,7 +300,9 @@ pub fn register_ops(engine: &Engine, tenant: &str, r: &Registration) -> Result<V
         match (current.get(p), v.is_null()) {
             (Some(f), true) => ops.push(WriteOp::Retract(f.id)),
             (Some(f), false) if f.object == v => {}
-            (_, false) => ops.push(WriteOp::Assert(FactInput::new(&entity, p, v).source("connectors"))),
+            (_, false) => {
+                ops.push(WriteOp::Assert(FactInput::new(&entity, format!("{SETTING_PREFIX}{p}"), v).source("connectors")))
+            }
             (None, true) => {}
         }
     }

@@ -956,7 +956,7 @@ fn connector_paths(paths: &mut Value) {
     let reg = &mut paths["/api/connectors"]["post"];
     reg["description"] = json!(format!(
         "Register a connector, or update one: the body is the whole configuration (a setting left out is \
-         removed). Settings are facts about `Connector:<name>`: a changed one supersedes its old value, so the \
+         removed). Settings are facts about `Connector:<name>` (`connector.kind`, `connector.url`, ...): a changed one supersedes its old value, so the \
          configuration's history is kept. `kind` is `webhook` (deliveries are POSTed to .../events) or `pull` \
          (the server fetches `url`, needs a url; the default when `every_secs` is given). `url` is http(s), \
          without credentials; a literal non-public address is refused now, a name when it is pulled. `subject` \
