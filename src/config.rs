@@ -72,6 +72,8 @@ pub struct FileConfig {
     pub embeddings: crate::embed::FileEmbeddings,
     #[serde(default)]
     pub mcp: FileMcp,
+    #[serde(default)]
+    pub monitor: crate::monitor::FileMonitor,
 }
 
 /// `[mcp]`: the MCP endpoint at `/mcp`.
@@ -174,6 +176,8 @@ pub struct Config {
     pub embeddings: Option<crate::embed::EmbeddingsConfig>,
     /// `[mcp] allowed_origins`, normalized (lower case, no trailing `/`).
     pub mcp_allowed_origins: Vec<String>,
+    /// `[monitor]`: alert rule defaults and the background interval.
+    pub monitor: crate::monitor::MonitorConfig,
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./tempora-data";
@@ -265,7 +269,9 @@ impl Config {
             None => crate::mcp::transport::parse_origins(&file_cfg.mcp.allowed_origins.unwrap_or_default().join(",")),
         };
         let embeddings = crate::embed::EmbeddingsConfig::resolve(file_cfg.embeddings, env)?;
+        let monitor = crate::monitor::MonitorConfig::resolve(file_cfg.monitor, env)?;
         let cfg = Config {
+            monitor,
             mcp_allowed_origins,
             auth,
             embeddings,

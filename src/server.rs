@@ -67,7 +67,10 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         shutdown: stop_rx,
         llm,
         mcp_allowed_origins: Arc::new(cfg.mcp_allowed_origins.clone()),
+        monitor: crate::monitor::Monitor::new(cfg.monitor.clone()),
     };
+    let monitor_task =
+        crate::monitor::scheduler::start(state.memory.clone(), state.monitor.clone(), stop_tx.subscribe());
 
     let http = match cfg.http_addr {
         Listen::Off => None,
@@ -115,6 +118,11 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
             Ok(Ok(Err(e))) => tracing::error!(error = %e, "http server error"),
             Ok(Err(e)) => tracing::error!(error = %e, "http server task failed"),
             Err(_) => tracing::warn!("requests still running after 30 s; stopping anyway"),
+        }
+    }
+    if let Some(task) = monitor_task {
+        if let Err(e) = task.await {
+            tracing::error!(error = %e, "monitor task failed");
         }
     }
     drop(state);
