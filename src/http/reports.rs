@@ -93,8 +93,8 @@ pub async fn run(
         return Ok(replayed);
     }
     let run = {
-        let (engine, tenant) = (st.memory.engine().clone(), tenant.clone());
-        blocking(move || reports::run(&engine, &tenant, &report)).await?
+        let (engine, tenant, defaults) = (st.memory.engine().clone(), tenant.clone(), st.monitor.config.defaults.clone());
+        blocking(move || reports::run(&engine, &tenant, &defaults, &report)).await?
     };
     let ops = run.ops();
     idempotency::write(&st, &tenant, RUN, idem, ops, StatusCode::OK, move |out| run.to_json(Some(out.tx))).await

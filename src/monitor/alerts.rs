@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use tempora_storage::{
-    AsOf, ChangeEvent, Engine, EngineError, Fact, FactId, FactQuery, OpOutcome, Status, StatusFilter, Tx, WriteOp,
-    WriteOutcome,
+    AsOf, ChangeEvent, Engine, EngineError, Fact, FactId, FactQuery, OpOutcome, Status, StatusFilter, TenantStats, Tx,
+    WriteOp, WriteOutcome,
 };
 use uuid::Uuid;
 
@@ -151,16 +151,45 @@ pub struct Signal {
 }
 
 /// Per-tenant state of the change-log scan (aux `monitor/scan/<tenant>`):
-/// supersession counts per bucket for the drift rule, and the live facts of
-/// the monitor's own subjects (left out of the confidence rule).
+/// supersession counts per bucket for the drift rule, and what the monitor's
+/// own subjects add to the tenant's stats (left out of the confidence rule
+/// and of a report's stats block).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ScanState {
     pub watermark: Tx,
     pub bucket_ms: u64,
     pub buckets: BTreeMap<i64, u64>,
     pub monitor_active: i64,
     pub monitor_candidate: i64,
+    pub monitor_superseded: i64,
+    pub monitor_retracted: i64,
+    /// Alerts, reports and runs ever created, and the rules subject.
+    pub monitor_subjects: i64,
+    pub monitor_predicates: std::collections::BTreeSet<String>,
 }
+
+/// Predicates written exactly once per monitor subject: counting them
+/// counts the subjects.
+const CREATING: [&str; 4] = [FIRED_AT, super::reports::CREATED_AT, super::reports::RAN_AT, super::rules::OVERRIDES];
+
+impl ScanState {
+    /// The tenant's stats without the monitor's own facts.
+    pub fn own(&self, s: &TenantStats) -> TenantStats {
+        let sub = |n: u64, m: i64| (n as i64 - m).max(0) as u64;
+        TenantStats {
+            active: sub(s.active, self.monitor_active),
+            candidate: sub(s.candidate, self.monitor_candidate),
+            superseded: sub(s.superseded, self.monitor_superseded),
+            retracted: sub(s.retracted, self.monitor_retracted),
+            subjects: sub(s.subjects, self.monitor_subjects),
+            predicates: sub(s.predicates, self.monitor_predicates.len() as i64),
+        }
+    }
+}
+
+/// One scan at a time: a scan reads, extends and stores the state.
+static SCANNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn scan_key(tenant: &str) -> Vec<u8> {
     let mut k = b"monitor/scan/".to_vec();
@@ -173,6 +202,7 @@ const BUCKETS_PER_WINDOW: i64 = 4;
 
 /// Reads the tenant's new changes into its scan state and stores it.
 pub fn scan(engine: &Engine, tenant: &str, window_ms: u64, baseline_windows: u64) -> Result<ScanState, EngineError> {
+    let _one = SCANNING.lock().unwrap_or_else(|e| e.into_inner());
     let key = scan_key(tenant);
     let mut st: ScanState = engine.aux_get(&key)?.and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
     let g = (window_ms / BUCKETS_PER_WINDOW as u64).max(1);
@@ -198,10 +228,19 @@ pub fn scan(engine: &Engine, tenant: &str, window_ms: u64, baseline_windows: u64
                                 Status::Candidate => st.monitor_candidate += 1,
                                 _ => {}
                             }
+                            if CREATING.contains(&fact.predicate.as_str())
+                                && (fact.predicate != super::rules::OVERRIDES || !st.monitor_predicates.contains(&fact.predicate))
+                            {
+                                st.monitor_subjects += 1;
+                            }
+                            if !st.monitor_predicates.contains(&fact.predicate) {
+                                st.monitor_predicates.insert(fact.predicate.clone());
+                            }
                         }
                         for s in superseded {
                             if is_monitor_subject(&s.subject) {
                                 st.monitor_active -= 1;
+                                st.monitor_superseded += 1;
                             } else if s.object != fact.object {
                                 *st.buckets.entry(b).or_default() += 1;
                             }
@@ -213,8 +252,10 @@ pub fn scan(engine: &Engine, tenant: &str, window_ms: u64, baseline_windows: u64
                         match before.map(|f| f.status) {
                             Some(Status::Active) => st.monitor_active -= 1,
                             Some(Status::Candidate) => st.monitor_candidate -= 1,
+                            Some(Status::Superseded) => st.monitor_superseded -= 1,
                             _ => {}
                         }
+                        st.monitor_retracted += 1;
                     }
                     _ => {}
                 }
@@ -248,9 +289,8 @@ pub fn signals(engine: &Engine, tenant: &str, rules: &Rules, scan: &ScanState, n
     let mut out = Vec::new();
     if rules.confidence.enabled {
         let c = &rules.confidence;
-        let s = engine.stats(tenant);
-        let active = (s.active as i64 - scan.monitor_active).max(0) as u64;
-        let candidate = (s.candidate as i64 - scan.monitor_candidate).max(0) as u64;
+        let s = scan.own(&engine.stats(tenant));
+        let (active, candidate) = (s.active, s.candidate);
         let live = active + candidate;
         let share = if live == 0 { 0.0 } else { candidate as f64 / live as f64 };
         let share = (share * 10_000.0).round() / 10_000.0;
@@ -357,6 +397,14 @@ pub struct Plan {
 
 fn state_ops(subject: &str, state: &str, at_predicate: &str, now: i64) -> [WriteOp; 2] {
     [assert_op(subject, STATE, json!(state)), assert_op(subject, at_predicate, json!(now))]
+}
+
+/// The tenant's stats without the monitor's own facts, subjects and
+/// predicates (reads the change log up to now first).
+pub fn own_stats(engine: &Engine, tenant: &str, defaults: &Rules) -> Result<TenantStats, EngineError> {
+    let rules = super::rules::load(engine, tenant, defaults)?;
+    let st = scan(engine, tenant, rules.drift.window_ms, rules.drift.baseline_windows)?;
+    Ok(st.own(&engine.stats(tenant)))
 }
 
 /// Evaluates the tenant's rules and plans the write (call under the

@@ -9,6 +9,7 @@
 //! report's new `report.last_run`.
 
 use super::alerts;
+use super::rules::Rules;
 use super::time::{self, now_ms};
 use super::{assert_op, is_monitor_subject, subject_facts, REPORT_PREFIX, RUN_PREFIX};
 use crate::recall::collect;
@@ -346,10 +347,10 @@ fn first_tx_since(engine: &Engine, tenant: &str, since: i64) -> Result<Tx, Engin
     Ok(lo)
 }
 
-fn run_block(engine: &Engine, tenant: &str, block: &Block, now: i64) -> Result<Value, EngineError> {
+fn run_block(engine: &Engine, tenant: &str, defaults: &Rules, block: &Block, now: i64) -> Result<Value, EngineError> {
     Ok(match block {
         Block::Stats => {
-            let s = engine.stats(tenant);
+            let s = alerts::own_stats(engine, tenant, defaults)?;
             json!({"type": "stats", "facts": {"active": s.active, "candidate": s.candidate, "superseded": s.superseded, "retracted": s.retracted, "total": s.total()}, "entities": s.subjects, "predicates": s.predicates})
         }
         Block::Facts { subject, predicate, status, limit } => {
@@ -618,12 +619,12 @@ fn fit_markdown(md: &mut String) -> bool {
 }
 
 /// Runs every block against the tenant's data now.
-pub fn run(engine: &Engine, tenant: &str, report: &Report) -> Result<Run, EngineError> {
+pub fn run(engine: &Engine, tenant: &str, defaults: &Rules, report: &Report) -> Result<Run, EngineError> {
     let ran_at = now_ms();
     let id = super::new_id();
     let mut blocks = Vec::with_capacity(report.blocks.len());
     for b in &report.blocks {
-        blocks.push(run_block(engine, tenant, b, ran_at)?);
+        blocks.push(run_block(engine, tenant, defaults, b, ran_at)?);
     }
     let mut truncated = fit_output(&mut blocks);
     let mut md = format!(

@@ -25,7 +25,7 @@ pub async fn evaluate(memory: &Memory, monitor: &Monitor, tenant: &str) -> Resul
 }
 
 /// Runs the tenant's scheduled reports that are due; how many ran.
-pub async fn run_due(memory: &Memory, tenant: &str) -> Result<usize, EngineError> {
+pub async fn run_due(memory: &Memory, monitor: &Monitor, tenant: &str) -> Result<usize, EngineError> {
     let due = {
         let (engine, tenant) = (memory.engine().clone(), tenant.to_string());
         blocking(move || {
@@ -37,8 +37,8 @@ pub async fn run_due(memory: &Memory, tenant: &str) -> Result<usize, EngineError
     let mut ran = 0;
     for r in due {
         let run = {
-            let (engine, tenant) = (memory.engine().clone(), tenant.to_string());
-            blocking(move || reports::run(&engine, &tenant, &r)).await?
+            let (engine, tenant, defaults) = (memory.engine().clone(), tenant.to_string(), monitor.config.defaults.clone());
+            blocking(move || reports::run(&engine, &tenant, &defaults, &r)).await?
         };
         memory.write(tenant, run.ops(), None).await?.map_err(|_| EngineError::Invalid("unexpected replay".into()))?;
         ran += 1;
@@ -57,7 +57,7 @@ async fn tick(memory: &Memory, monitor: &Monitor, stop: &watch::Receiver<bool>) 
             Ok((fired, resolved)) => tracing::info!(tenant = %tenant, fired, resolved, "alerts evaluated"),
             Err(e) => tracing::warn!(tenant = %tenant, error = %e, "alert evaluation failed"),
         }
-        match run_due(memory, &tenant).await {
+        match run_due(memory, monitor, &tenant).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(tenant = %tenant, reports = n, "scheduled reports ran"),
             Err(e) => tracing::warn!(tenant = %tenant, error = %e, "scheduled report run failed"),
