@@ -23,7 +23,7 @@ async fn fact(api: &Api, subject: &str, predicate: &str, object: Value, confiden
     api.assert_fact(json!({"subject": subject, "predicate": predicate, "object": object, "confidence": confidence})).await
 }
 
-fn block<'a>(run: &'a Value, i: usize) -> &'a Value {
+fn block(run: &Value, i: usize) -> &Value {
     &run["output"]["blocks"][i]
 }
 

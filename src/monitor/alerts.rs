@@ -277,7 +277,7 @@ pub fn scan(engine: &Engine, tenant: &str, window_ms: u64, baseline_windows: u64
 fn duration_text(ms: u64) -> String {
     const UNITS: [(u64, &str); 5] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1000, "s"), (1, "ms")];
     for (u, name) in UNITS {
-        if ms >= u && ms % u == 0 {
+        if ms >= u && ms.is_multiple_of(u) {
             return format!("{}{name}", ms / u);
         }
     }
