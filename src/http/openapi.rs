@@ -1110,14 +1110,13 @@ fn monitor_paths(doc: &mut Value) {
         with_idem(ack_params),
         json!({"200": ok_replayable("The acked alert.", schema("Alert"))}),
     );
-    let mut get_rules = op(
+    let get_rules = op(
         "getAlertRules",
         "The tenant's alert rules",
         "The effective rules: the server's [monitor] defaults with the tenant's overrides.",
         tenant().to_vec(),
         json!({"200": ok("The rules.", schema("AlertRules"))}),
     );
-    obj(&mut get_rules["responses"]).remove("400");
     paths["/api/alerts/rules"]["get"] = get_rules;
     let mut put_rules = op(
         "putAlertRules",
@@ -1129,20 +1128,20 @@ fn monitor_paths(doc: &mut Value) {
     put_rules["requestBody"] = json!({"required": true, "content": json_content(schema("AlertRulesInput"))});
     put_rules["responses"]["413"] = resp("PayloadTooLarge");
     paths["/api/alerts/rules"]["put"] = put_rules;
-    let mut usage = op(
+    let usage = op(
         "getTokenUsage",
         "Model-token usage",
         "Tokens the tenant's model calls (/api/digest, /api/ask) used today and on the last 30 days (UTC), and the cost rule's budget.",
         tenant().to_vec(),
         json!({"200": ok("Usage.", schema("TokenUsage"))}),
     );
-    obj(&mut usage["responses"]).remove("400");
     paths["/api/alerts/usage"]["get"] = usage;
 
     let reports = &mut paths["/api/reports"]["get"];
     reports["description"] = json!("The tenant's reports, oldest first. A report is blocks (stats, facts, changes, alerts, top_entities) run against the tenant's data by POST /api/reports/{id}/run or by its schedule; runs are kept as facts.");
     reports["parameters"] = json!(tenant());
     reports["responses"]["200"]["content"]["application/json"]["schema"] = json!({"type": "array", "items": schema("Report")});
+    reports["responses"]["400"] = resp("BadRequest");
     with_common_errors(&mut reports["responses"], true);
     let mut create = op(
         "createReport",
@@ -1156,8 +1155,7 @@ fn monitor_paths(doc: &mut Value) {
     paths["/api/reports"]["post"] = create;
     let mut rp = vec![id_param("Report")];
     rp.extend(tenant());
-    let mut get_report = op("getReport", "One report", "The report.", rp.clone(), json!({"200": ok("The report.", schema("Report"))}));
-    obj(&mut get_report["responses"]).remove("400");
+    let get_report = op("getReport", "One report", "The report.", rp.clone(), json!({"200": ok("The report.", schema("Report"))}));
     paths["/api/reports/{id}"]["get"] = get_report;
     paths["/api/reports/{id}/run"]["post"] = op(
         "runReport",

@@ -127,10 +127,14 @@ impl Block {
                 Block::Changes { since, limit: limit(50)? }
             }
             _ => {
-                let status = text("status")?;
-                if let Some(s) = &status {
-                    status_filter(s).map_err(|e| at("status", &e))?;
-                }
+                let status = match o.get("status") {
+                    None => None,
+                    Some(Value::String(s)) => {
+                        status_filter(s).map_err(|e| at("status", &e))?;
+                        Some(s.clone())
+                    }
+                    Some(_) => return Err(at("status", "must be a string")),
+                };
                 Block::Facts { subject: text("subject")?, predicate: text("predicate")?, status, limit: limit(20)? }
             }
         })

@@ -132,12 +132,28 @@ impl Rules {
         let mut merged = serde_json::to_value(defaults).expect("rules serialize");
         let Value::Object(o) = overrides else { return Err("the rules must be a JSON object".into()) };
         merge(&mut merged, o, 0);
+        integers(&mut merged);
         let rules: Rules = serde_path_to_error::deserialize(&merged).map_err(|e| {
             let path = e.path().to_string();
             format!("{path}: {}", e.into_inner())
         })?;
         rules.validate()?;
         Ok(rules)
+    }
+}
+
+/// JSON Schema counts `5.0` as the integer 5: such numbers become integers
+/// (the float fields take integers as well).
+fn integers(v: &mut Value) {
+    match v {
+        Value::Number(n) if !n.is_i64() && !n.is_u64() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 9.0e15) {
+                *v = Value::from(f as u64);
+            }
+        }
+        Value::Object(o) => o.values_mut().for_each(integers),
+        Value::Array(a) => a.iter_mut().for_each(integers),
+        _ => {}
     }
 }
 
@@ -192,5 +208,7 @@ mod tests {
         let e = Rules::with_overrides(&d, &json!({"cost": {"daily_token_budget": "lots"}})).unwrap_err();
         assert!(e.contains("cost.daily_token_budget"), "{e}");
         assert!(Rules::with_overrides(&d, &json!([1])).is_err());
+        let r = Rules::with_overrides(&d, &json!({"drift": {"min_count": 4.0, "factor": 2}})).unwrap();
+        assert_eq!((r.drift.min_count, r.drift.factor), (4, 2.0));
     }
 }

@@ -24,8 +24,9 @@ pub async fn evaluate(memory: &Memory, monitor: &Monitor, tenant: &str) -> Resul
     Ok(plan.summary())
 }
 
-/// Runs the tenant's scheduled reports that are due; how many ran.
-pub async fn run_due(memory: &Memory, monitor: &Monitor, tenant: &str) -> Result<usize, EngineError> {
+/// Runs the tenant's scheduled reports that are due, oldest first, until
+/// `stop` is set; how many ran.
+pub async fn run_due(memory: &Memory, monitor: &Monitor, tenant: &str, stop: &watch::Receiver<bool>) -> Result<usize, EngineError> {
     let due = {
         let (engine, tenant) = (memory.engine().clone(), tenant.to_string());
         blocking(move || {
@@ -36,6 +37,9 @@ pub async fn run_due(memory: &Memory, monitor: &Monitor, tenant: &str) -> Result
     };
     let mut ran = 0;
     for r in due {
+        if *stop.borrow() {
+            break;
+        }
         let run = {
             let (engine, tenant, defaults) = (memory.engine().clone(), tenant.to_string(), monitor.config.defaults.clone());
             blocking(move || reports::run(&engine, &tenant, &defaults, &r)).await?
@@ -57,7 +61,7 @@ async fn tick(memory: &Memory, monitor: &Monitor, stop: &watch::Receiver<bool>) 
             Ok((fired, resolved)) => tracing::info!(tenant = %tenant, fired, resolved, "alerts evaluated"),
             Err(e) => tracing::warn!(tenant = %tenant, error = %e, "alert evaluation failed"),
         }
-        match run_due(memory, monitor, &tenant).await {
+        match run_due(memory, monitor, &tenant, stop).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(tenant = %tenant, reports = n, "scheduled reports ran"),
             Err(e) => tracing::warn!(tenant = %tenant, error = %e, "scheduled report run failed"),

@@ -126,7 +126,12 @@ pub const ISO_PATTERN: &str =
 pub fn resolve_since(v: &Value, now: i64) -> Result<i64, String> {
     const EXPECTED: &str = "must be unix milliseconds, an ISO date like 2026-01-31 or 2026-01-31T12:00:00Z, or a duration back from now like 24h, 90m, 7d";
     match v {
-        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64)).ok_or_else(|| EXPECTED.to_string()),
+        // An int64, or a number without a fraction that a double holds
+        // exactly (JSON Schema counts 5.0 as an integer); nothing else.
+        Value::Number(n) => n
+            .as_i64()
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0).map(|f| f as i64))
+            .ok_or_else(|| EXPECTED.to_string()),
         Value::String(s) => {
             if let Some(d) = parse_duration(s) {
                 return Ok(now.saturating_sub(d));
@@ -165,6 +170,9 @@ mod tests {
         assert_eq!(resolve_since(&json!("1970-01-02"), now), Ok(DAY_MS));
         assert!(resolve_since(&json!("soon"), now).is_err());
         assert!(resolve_since(&json!(true), now).is_err());
+        assert!(resolve_since(&json!(9_223_372_036_854_775_808u64), now).is_err());
+        assert!(resolve_since(&json!(-9.3e18), now).is_err());
+        assert_eq!(resolve_since(&json!(5.0), now), Ok(5));
         assert_eq!(parse_duration("500ms"), Some(500));
         assert_eq!(parse_duration("3x"), None);
     }
