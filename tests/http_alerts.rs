@@ -353,3 +353,46 @@ async fn the_background_task_evaluates_every_tenant() {
     assert!(alerts(&acme, "?state=all").await.is_empty());
     server.stop_ok();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_monitor_route_hides_itself_without_a_valid_key() {
+    let (_tmp, server) = fresh(&env(&[]));
+    let nas = Api::new(&server, Some(NAS_KEY));
+    put_rules(&nas, only("confidence", json!({"max_share": 0.0, "min_facts": 1}))).await;
+    fact(&nas, "Person:p", "rumor", json!("maybe"), 0.1).await;
+    let alert = evaluate(&nas).await["fired"][0]["id"].as_str().unwrap().to_string();
+    let report = nas.post("/api/reports", &json!({"name": "r", "blocks": [{"type": "alerts"}]})).await.expect(201)["id"].as_str().unwrap().to_string();
+    let routes: Vec<(reqwest::Method, String, Option<Value>)> = vec![
+        (reqwest::Method::GET, "/api/alerts".into(), None),
+        (reqwest::Method::POST, "/api/alerts/evaluate".into(), Some(json!({}))),
+        (reqwest::Method::GET, "/api/alerts/rules".into(), None),
+        (reqwest::Method::PUT, "/api/alerts/rules".into(), Some(json!({}))),
+        (reqwest::Method::GET, "/api/alerts/usage".into(), None),
+        (reqwest::Method::POST, format!("/api/alerts/{alert}/ack"), Some(json!({}))),
+        (reqwest::Method::GET, "/api/reports".into(), None),
+        (reqwest::Method::POST, "/api/reports".into(), Some(json!({"name": "x", "blocks": [{"type": "stats"}]}))),
+        (reqwest::Method::GET, format!("/api/reports/{report}"), None),
+        (reqwest::Method::POST, format!("/api/reports/{report}/run"), Some(json!({}))),
+        (reqwest::Method::GET, format!("/api/reports/{report}/runs"), None),
+    ];
+    for key in [None, Some("wrong-key-123")] {
+        let api = Api::new(&server, key);
+        for (m, path, body) in &routes {
+            let mut req = api.req(m.clone(), path);
+            if let Some(b) = body {
+                req = req.json(b);
+            }
+            let r = send(req).await;
+            assert_eq!(r.status.as_u16(), 404, "{m} {path} with {key:?}: {}", r.text);
+            r.expect_hidden();
+        }
+    }
+    // Nothing was written by them; the admin reads a tenant it names.
+    let admin = Api::new(&server, Some(ADMIN));
+    let listed = admin.get("/api/alerts?tenant=nas").await.expect(200).clone();
+    assert_eq!(listed[0]["id"], json!(alert));
+    assert_eq!(listed[0]["state"], "open");
+    assert_eq!(admin.get("/api/reports?tenant=nas").await.expect(200).as_array().unwrap().len(), 1);
+    admin.get("/api/alerts").await.expect_error(400, "SchemaInvalid");
+    server.stop_ok();
+}
