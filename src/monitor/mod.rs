@@ -172,6 +172,22 @@ mod tests {
     }
 
     #[test]
+    fn the_config_file_has_a_monitor_section() {
+        let path = std::env::temp_dir().join(format!("tempora-monitor-{}.toml", std::process::id()));
+        std::fs::write(&path, "[monitor]\ninterval_secs = 0\ndrift_min_count = 7\ndaily_token_budget = 1000\n").unwrap();
+        let none = |_: &str| None;
+        let c = crate::config::Config::load(Some(&path), &none, crate::config::Overrides::default()).unwrap();
+        assert_eq!((c.monitor.interval_secs, c.monitor.defaults.drift.min_count), (0, 7));
+        assert_eq!(c.monitor.defaults.cost.daily_token_budget, Some(1000));
+        let env = |k: &str| (k == "TEMPORA_MONITOR_DRIFT_MIN_COUNT").then(|| "9".to_string());
+        let c = crate::config::Config::load(Some(&path), &env, crate::config::Overrides::default()).unwrap();
+        assert_eq!(c.monitor.defaults.drift.min_count, 9, "the environment wins over the file");
+        std::fs::write(&path, "[monitor]\nintervall_secs = 5\n").unwrap();
+        assert!(crate::config::Config::load(Some(&path), &none, crate::config::Overrides::default()).is_err());
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
     fn monitor_subjects_are_recognized() {
         assert!(is_monitor_subject("Alert:1") && is_monitor_subject("ReportRun:x") && is_monitor_subject("AlertRules:current"));
         assert!(!is_monitor_subject("Person:alert") && !is_monitor_subject("Alerts:1"));
