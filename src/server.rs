@@ -69,8 +69,6 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         mcp_allowed_origins: Arc::new(cfg.mcp_allowed_origins.clone()),
         monitor: crate::monitor::Monitor::new(cfg.monitor.clone()),
     };
-    let monitor_task =
-        crate::monitor::scheduler::start(state.memory.clone(), state.monitor.clone(), stop_tx.subscribe());
 
     let http = match cfg.http_addr {
         Listen::Off => None,
@@ -97,6 +95,9 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         tracing::info!("http listening on {a}");
     }
 
+    // Alert evaluation and scheduled reports, every [monitor] interval_secs.
+    let monitor_task =
+        crate::monitor::scheduler::start(state.memory.clone(), state.monitor.clone(), stop_tx.subscribe());
     let mut stop_for_server = stop_tx.subscribe();
     let server = http.map(|listener| {
         let app = crate::http::router(state.clone());

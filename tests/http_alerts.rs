@@ -169,22 +169,26 @@ fn uuid_like() -> &'static str {
     "0190d6a4-0000-7000-8000-000000000000"
 }
 
+/// The freshness TTL of the test: long enough for the writes and an
+/// evaluation to finish within it on a slow machine.
+const TTL: u64 = 1500;
+
 #[tokio::test(flavor = "multi_thread")]
 async fn freshness_fires_per_predicate_and_resolves_when_confirmed() {
     let (_tmp, server) = fresh(&env(&[]));
     let nas = Api::new(&server, Some(NAS_KEY));
-    put_rules(&nas, only("freshness", json!({"ttl_ms": {"price": 400, "stock": 3_600_000}}))).await;
+    put_rules(&nas, only("freshness", json!({"ttl_ms": {"price": TTL, "stock": 3_600_000}}))).await;
     for i in 0..3 {
         fact(&nas, &format!("Product:{i}"), "price", json!(10 + i), 1.0).await;
         fact(&nas, &format!("Product:{i}"), "stock", json!(5), 1.0).await;
     }
     let e = evaluate(&nas).await;
     assert!(e["fired"].as_array().unwrap().is_empty(), "fresh facts: {e}");
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(TTL + 300)).await;
     let e = evaluate(&nas).await;
     let fired = e["fired"].as_array().unwrap();
     assert_eq!(fired.len(), 1, "only price has a TTL that passed: {e}");
-    assert_eq!((fired[0]["rule"].as_str(), fired[0]["key"].as_str(), fired[0]["value"].as_u64(), fired[0]["limit"].as_u64()), (Some("freshness"), Some("price"), Some(3), Some(400)));
+    assert_eq!((fired[0]["rule"].as_str(), fired[0]["key"].as_str(), fired[0]["value"].as_u64(), fired[0]["limit"].as_u64()), (Some("freshness"), Some("price"), Some(3), Some(TTL)));
     assert!(fired[0]["message"].as_str().unwrap().contains("price"), "{e}");
     let stock = e["checks"].as_array().unwrap().iter().find(|c| c["key"] == "stock").unwrap();
     assert_eq!((stock["firing"].as_bool(), stock["value"].as_u64()), (Some(false), Some(0)));
@@ -202,7 +206,7 @@ async fn freshness_fires_per_predicate_and_resolves_when_confirmed() {
     assert_eq!(check(&e, "freshness")["value"], json!(0));
 
     // A predicate dropped from the rules resolves its alert too.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(TTL + 300)).await;
     assert_eq!(evaluate(&nas).await["fired"].as_array().unwrap().len(), 1);
     put_rules(&nas, only("freshness", json!({"ttl_ms": {"stock": 3_600_000}}))).await;
     assert_eq!(evaluate(&nas).await["resolved"].as_array().unwrap().len(), 1);
@@ -210,11 +214,15 @@ async fn freshness_fires_per_predicate_and_resolves_when_confirmed() {
     server.stop_ok();
 }
 
+/// The drift window of the test (the recent window is its last three to
+/// four quarters): the burst, an ack and two evaluations fit in it.
+const WINDOW: u64 = 3000;
+
 #[tokio::test(flavor = "multi_thread")]
 async fn drift_fires_on_a_burst_of_changes_over_a_quiet_baseline() {
     let (_tmp, server) = fresh(&env(&[]));
     let nas = Api::new(&server, Some(NAS_KEY));
-    put_rules(&nas, only("drift", json!({"window_ms": 2000, "baseline_windows": 3, "factor": 2.0, "min_count": 5}))).await;
+    put_rules(&nas, only("drift", json!({"window_ms": WINDOW, "baseline_windows": 3, "factor": 2.0, "min_count": 5}))).await;
 
     // Quiet: two real changes, and re-confirmations of the same value
     // (which supersede the older copy but change nothing).
@@ -227,7 +235,7 @@ async fn drift_fires_on_a_burst_of_changes_over_a_quiet_baseline() {
     let e = evaluate(&nas).await;
     assert_eq!(check(&e, "drift")["value"], json!(2), "{e}");
     assert!(e["fired"].as_array().unwrap().is_empty(), "{e}");
-    tokio::time::sleep(Duration::from_millis(2200)).await;
+    tokio::time::sleep(Duration::from_millis(WINDOW + 200)).await;
 
     // The burst.
     for i in 0..8 {
@@ -245,7 +253,7 @@ async fn drift_fires_on_a_burst_of_changes_over_a_quiet_baseline() {
     assert_eq!(check(&e, "drift")["value"], json!(7), "{e}");
 
     // The window moves on: resolved.
-    tokio::time::sleep(Duration::from_millis(2200)).await;
+    tokio::time::sleep(Duration::from_millis(WINDOW + 200)).await;
     let e = evaluate(&nas).await;
     assert_eq!(e["resolved"].as_array().unwrap().len(), 1, "{e}");
     assert_eq!(e["resolved"][0]["id"], json!(id));
