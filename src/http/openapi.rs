@@ -1152,6 +1152,11 @@ fn monitor_paths(doc: &mut Value) {
     );
     create["requestBody"] = json!({"required": true, "content": json_content(schema("ReportInput"))});
     create["responses"]["413"] = resp("PayloadTooLarge");
+    create["responses"]["201"]["links"] = json!({
+        "GetReport": {"operationId": "getReport", "parameters": {"id": "$response.body#/id"}},
+        "RunReport": {"operationId": "runReport", "parameters": {"id": "$response.body#/id"}},
+        "ListReportRuns": {"operationId": "listReportRuns", "parameters": {"id": "$response.body#/id"}},
+    });
     paths["/api/reports"]["post"] = create;
     let mut rp = vec![id_param("Report")];
     rp.extend(tenant());
