@@ -74,6 +74,7 @@ pub struct FileConfig {
     pub mcp: FileMcp,
     #[serde(default)]
     pub connectors: crate::connectors::config::FileConnectors,
+    pub monitor: crate::monitor::FileMonitor,
 }
 
 /// `[mcp]`: the MCP endpoint at `/mcp`.
@@ -180,6 +181,8 @@ pub struct Config {
     pub mcp_allowed_origins: Vec<String>,
     /// `[connectors]`.
     pub connectors: crate::connectors::config::ConnectorSettings,
+    /// `[monitor]`: alert rule defaults and the background interval.
+    pub monitor: crate::monitor::MonitorConfig,
 }
 
 pub const DEFAULT_DATA_DIR: &str = "./tempora-data";
@@ -279,8 +282,10 @@ impl Config {
         };
         let embeddings = crate::embed::EmbeddingsConfig::resolve(file_cfg.embeddings, env)?;
         let connectors = crate::connectors::config::ConnectorSettings::resolve(file_cfg.connectors.clone(), env)?;
+        let monitor = crate::monitor::MonitorConfig::resolve(file_cfg.monitor, env)?;
         let cfg = Config {
             connectors,
+            monitor,
             mcp_allowed_origins,
             auth,
             embeddings,

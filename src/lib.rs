@@ -15,6 +15,7 @@ pub mod llm;
 pub mod mcp;
 pub mod memory;
 pub mod metrics;
+pub mod monitor;
 pub mod outbound;
 pub mod recall;
 pub mod search;

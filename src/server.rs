@@ -85,6 +85,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         shutdown: stop_rx,
         llm,
         mcp_allowed_origins: Arc::new(cfg.mcp_allowed_origins.clone()),
+        monitor: crate::monitor::Monitor::new(cfg.monitor.clone()),
     };
 
     let http = match cfg.http_addr {
@@ -112,6 +113,9 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         tracing::info!("http listening on {a}");
     }
 
+    // Alert evaluation and scheduled reports, every [monitor] interval_secs.
+    let monitor_task =
+        crate::monitor::scheduler::start(state.memory.clone(), state.monitor.clone(), stop_tx.subscribe());
     let mut stop_for_server = stop_tx.subscribe();
     let server = http.map(|listener| {
         let app = crate::http::router(state.clone());
@@ -133,6 +137,11 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
             Ok(Ok(Err(e))) => tracing::error!(error = %e, "http server error"),
             Ok(Err(e)) => tracing::error!(error = %e, "http server task failed"),
             Err(_) => tracing::warn!("requests still running after 30 s; stopping anyway"),
+        }
+    }
+    if let Some(task) = monitor_task {
+        if let Err(e) = task.await {
+            tracing::error!(error = %e, "monitor task failed");
         }
     }
     drop(state);

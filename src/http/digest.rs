@@ -116,6 +116,7 @@ pub async fn digest(
     let mode = match &extractor {
         Some(x) => {
             tokens = digest::extract(&st.llm, x, judge.as_ref(), &masker, &source, &mut d).await.map_err(model_error)?;
+            crate::monitor::usage::record_async(engine.clone(), tenant.clone(), tokens.tokens_in, tokens.tokens_out).await;
             if d.fact_count() > MAX_FACTS {
                 return Err(too_many(d.fact_count()));
             }

@@ -3,6 +3,7 @@
 //! the wire and the memory layer; the rules live in the engine.
 
 pub mod connectors;
+pub mod alerts;
 pub mod digest;
 pub mod error;
 pub mod extract;
@@ -12,6 +13,7 @@ pub mod openapi;
 pub mod ops;
 pub mod query;
 pub mod recall;
+pub mod reports;
 pub mod search;
 pub mod session;
 pub mod stream;
@@ -50,6 +52,8 @@ pub struct AppState {
     pub sse_subscribers: Arc<AtomicUsize>,
     /// Flips to true when the server starts shutting down; open streams end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Alert rules, their locks and the background settings (`[monitor]`).
+    pub monitor: crate::monitor::Monitor,
 }
 
 /// The whole HTTP application, without a socket (tests can call it directly).
@@ -74,6 +78,16 @@ pub fn router(state: AppState) -> Router {
         .route("/api/search", get(search::search_get).post(search::search_post))
         .route("/api/session", post(session::login).delete(session::logout))
         .route("/api/stream", get(stream::stream))
+        // Monitoring: alerts and reports (docs/monitoring.md).
+        .route("/api/alerts", get(alerts::list))
+        .route("/api/alerts/evaluate", post(alerts::evaluate))
+        .route("/api/alerts/rules", get(alerts::get_rules).put(alerts::put_rules))
+        .route("/api/alerts/usage", get(alerts::get_usage))
+        .route("/api/alerts/{id}/ack", post(alerts::ack))
+        .route("/api/reports", get(reports::list).post(reports::create))
+        .route("/api/reports/{id}", get(reports::get))
+        .route("/api/reports/{id}/run", post(reports::run))
+        .route("/api/reports/{id}/runs", get(reports::runs))
         .route("/healthz", get(ops::health))
         .route("/livez", get(ops::health))
         .route("/readyz", get(ops::ready))

@@ -22,7 +22,7 @@ pub const NAME_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][
 
 /// Reference operations this server does not implement yet. They stay in
 /// the document (they are part of the product), marked as planned.
-pub const PLANNED: &[(&str, &str)] = &[("/api/alerts", "get"), ("/api/reports", "get")];
+pub const PLANNED: &[(&str, &str)] = &[];
 
 pub fn reference() -> Value {
     serde_json::from_str(REFERENCE).expect("the embedded spec is JSON")
@@ -55,6 +55,7 @@ fn build() -> Value {
     components(&mut doc);
     reference_paths(&mut doc);
     extension_paths(&mut doc);
+    monitor_paths(&mut doc);
     doc
 }
 
@@ -1087,6 +1088,299 @@ fn connector_paths(paths: &mut Value) {
     pull["responses"]["504"] =
         error_response("The pull did not finish in time.", "UpstreamTimeout", "the pull did not finish within 60 s");
     with_common_errors(&mut pull["responses"], true);
+}
+
+/// Monitoring: `/api/alerts*` and `/api/reports*` (docs/monitoring.md).
+fn monitor_paths(doc: &mut Value) {
+    use crate::http::reports::{MAX_EVERY_SECS, MAX_RUNS};
+    use crate::monitor::reports::{BLOCK_TYPES, MAX_BLOCKS, MAX_LIMIT, MAX_NAME, MAX_TEXT, STATUS_PATTERN};
+    use crate::monitor::rules::{
+        MAX_BASELINE_WINDOWS, MAX_BUDGET, MAX_COUNT, MAX_FACTOR, MAX_PREDICATE_CHARS, MAX_TTL_MS, MAX_TTL_PREDICATES,
+        MAX_WINDOW_MS,
+    };
+    use crate::monitor::time::{DURATION_PATTERN, ISO_PATTERN};
+    let s = &mut doc["components"]["schemas"];
+    merge(&mut s["Alert"], json!({
+        "description": "A trust alert (monitoring on confidence, freshness, drift, cost). Stored as facts of the subject `Alert:<id>` (`alert.state`, `alert.rule`, ...), so its state transitions are bitemporal history: acking supersedes the `open` state fact with an `acked` one.",
+        "required": ["subject", "object", "id", "state", "rule", "key", "message", "value", "limit", "fired_at", "fact_id", "tx"],
+        "properties": {
+            "subject": {"type": "string", "pattern": "^Alert:", "description": "`Alert:<id>`."},
+            "object": {"type": "string", "enum": ["open", "acked", "resolved"], "description": "The alert's state (the object of its `alert.state` fact)."},
+            "id": {"type": "string", "format": "uuid"},
+            "state": {"type": "string", "enum": ["open", "acked", "resolved"]},
+            "rule": {"type": "string", "enum": ["confidence", "freshness", "drift", "cost"]},
+            "key": {"type": "string", "description": "What the alert is about: `candidates` (confidence), the predicate (freshness), `supersessions` (drift), `tokens` (cost)."},
+            "message": {"type": "string"},
+            "value": {"description": "The measured value when it fired."},
+            "limit": {"description": "The limit it was measured against."},
+            "fired_at": {"type": "integer", "format": "int64"},
+            "acked_at": {"type": "integer", "format": "int64"},
+            "resolved_at": {"type": "integer", "format": "int64"},
+            "fact_id": {"type": "string", "format": "uuid", "description": "The fact holding the current state (its history shows the earlier states)."},
+            "tx": {"type": "integer", "description": "The transaction that wrote the current state."},
+        },
+    }));
+    let block_limit = |default: usize| json!({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": default});
+    let text = json!({"type": "string", "maxLength": MAX_TEXT, "pattern": NAME_PATTERN});
+    s["ReportBlock"] = json!({
+        "description": format!("One block of a report (`type`: {}). Unknown fields are refused.", BLOCK_TYPES.join(", ")),
+        "oneOf": [
+            {"type": "object", "title": "stats", "required": ["type"], "additionalProperties": false, "description": "The tenant's fact counts (like GET /api/stats).",
+             "properties": {"type": {"type": "string", "enum": ["stats"]}}},
+            {"type": "object", "title": "facts", "required": ["type"], "additionalProperties": false, "description": "A fact query (default: current facts; the monitor's own subjects only when `subject` names one).",
+             "properties": {"type": {"type": "string", "enum": ["facts"]}, "subject": text.clone(), "predicate": text,
+                            "status": {"type": "string", "pattern": STATUS_PATTERN, "description": "`all`, or a comma-separated list of statuses; default active."},
+                            "limit": block_limit(20)}},
+            {"type": "object", "title": "changes", "required": ["type"], "additionalProperties": false, "description": "Changes recorded since a time.",
+             "properties": {"type": {"type": "string", "enum": ["changes"]},
+                            "since": {"description": "Unix ms, an ISO date/time (UTC), or a duration back from the run (`24h`, `90m`, `7d`); default `24h`.",
+                                      "oneOf": [{"type": "integer", "format": "int64"}, {"type": "string", "pattern": DURATION_PATTERN}, {"type": "string", "pattern": ISO_PATTERN}]},
+                            "limit": block_limit(50)}},
+            {"type": "object", "title": "alerts", "required": ["type"], "additionalProperties": false, "description": "The open and acked alerts.",
+             "properties": {"type": {"type": "string", "enum": ["alerts"]}}},
+            {"type": "object", "title": "top_entities", "required": ["type"], "additionalProperties": false, "description": "Entities by degree (edges are current facts whose object is an entity ref).",
+             "properties": {"type": {"type": "string", "enum": ["top_entities"]}, "limit": block_limit(10)}},
+        ],
+    });
+    let schedule = json!({
+        "oneOf": [
+            {"type": "null"},
+            {"type": "object", "required": ["every_secs"], "additionalProperties": false,
+             "properties": {"every_secs": {"type": "integer", "minimum": 1, "maximum": MAX_EVERY_SECS}}},
+        ],
+        "description": "Run by itself every `every_secs` seconds (checked at the monitor's interval), or null.",
+    });
+    s["ReportInput"] = json!({
+        "type": "object",
+        "required": ["name", "blocks"],
+        "additionalProperties": false,
+        "properties": {
+            "name": {"type": "string", "maxLength": MAX_NAME, "pattern": NAME_PATTERN},
+            "blocks": {"type": "array", "minItems": 1, "maxItems": MAX_BLOCKS, "items": schema("ReportBlock")},
+            "schedule": schedule.clone(),
+        },
+    });
+    merge(&mut s["Report"], json!({
+        "required": ["subject", "id", "name", "blocks", "schedule", "created_at", "last_run"],
+        "properties": {
+            "subject": {"type": "string", "pattern": "^Report:"},
+            "id": {"type": "string", "format": "uuid"},
+            "name": {"type": "string"},
+            "blocks": {"type": "array", "items": {"type": "object"}},
+            "schedule": schedule,
+            "created_at": {"type": "integer", "format": "int64"},
+            "last_run": {"oneOf": [{"type": "null"}, {"type": "object", "required": ["run", "ran_at"], "properties": {"run": {"type": "string", "pattern": "^ReportRun:"}, "ran_at": {"type": "integer"}}}]},
+        },
+    }));
+    s["ReportRun"] = json!({
+        "type": "object",
+        "description": "One run of a report, kept as facts of `ReportRun:<id>`. Outputs and Markdown longer than a stored value holds (192 KiB each) are shortened; `truncated` says so.",
+        "required": ["run", "id", "report", "ran_at", "output", "markdown", "truncated"],
+        "properties": {
+            "run": {"type": "string", "pattern": "^ReportRun:"},
+            "id": {"type": "string", "format": "uuid"},
+            "report": {"type": "string", "pattern": "^Report:"},
+            "ran_at": {"type": "integer", "format": "int64"},
+            "output": {"type": "object", "required": ["blocks"], "properties": {"blocks": {"type": "array", "items": {"type": "object", "required": ["type"]}}}},
+            "markdown": {"type": "string"},
+            "truncated": {"type": "boolean"},
+            "tx": {"type": "integer"},
+        },
+    });
+    let count = json!({"type": "integer", "minimum": 0, "maximum": MAX_COUNT});
+    s["AlertRules"] = json!({
+        "type": "object",
+        "description": "A tenant's alert rules: the server's [monitor] defaults with the tenant's overrides on top.",
+        "required": ["confidence", "freshness", "drift", "cost"],
+        "properties": {
+            "confidence": {"type": "object", "required": ["enabled", "max_share", "min_facts"], "properties": {"enabled": {"type": "boolean"}, "max_share": {"type": "number"}, "min_facts": {"type": "integer"}}},
+            "freshness": {"type": "object", "required": ["enabled", "ttl_ms"], "properties": {"enabled": {"type": "boolean"}, "ttl_ms": {"type": "object", "additionalProperties": {"type": "integer"}}}},
+            "drift": {"type": "object", "required": ["enabled", "window_ms", "baseline_windows", "factor", "min_count"], "properties": {"enabled": {"type": "boolean"}, "window_ms": {"type": "integer"}, "baseline_windows": {"type": "integer"}, "factor": {"type": "number"}, "min_count": {"type": "integer"}}},
+            "cost": {"type": "object", "required": ["enabled", "daily_token_budget"], "properties": {"enabled": {"type": "boolean"}, "daily_token_budget": {"type": ["integer", "null"]}}},
+        },
+    });
+    s["AlertRulesInput"] = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "description": "Overrides of the defaults; a section or field left out keeps the default. Replaces the tenant's earlier overrides. Unknown fields are refused.",
+        "properties": {
+            "confidence": {"type": "object", "additionalProperties": false, "properties": {
+                "enabled": {"type": "boolean"},
+                "max_share": {"type": "number", "minimum": 0, "maximum": 1, "description": "Fires when candidates are more than this share of the live facts."},
+                "min_facts": {"allOf": [count.clone()], "description": "Live facts needed before the rule applies."},
+            }},
+            "freshness": {"type": "object", "additionalProperties": false, "properties": {
+                "enabled": {"type": "boolean"},
+                "ttl_ms": {"type": "object", "maxProperties": MAX_TTL_PREDICATES,
+                           "propertyNames": {"maxLength": MAX_PREDICATE_CHARS, "pattern": NAME_PATTERN},
+                           "additionalProperties": {"type": "integer", "minimum": 1, "maximum": MAX_TTL_MS},
+                           "description": "Predicate -> TTL in ms: active facts of it last confirmed (the later of valid_from and the record time) longer ago fire one alert per predicate."},
+            }},
+            "drift": {"type": "object", "additionalProperties": false, "properties": {
+                "enabled": {"type": "boolean"},
+                "window_ms": {"type": "integer", "minimum": 1, "maximum": MAX_WINDOW_MS},
+                "baseline_windows": {"type": "integer", "minimum": 1, "maximum": MAX_BASELINE_WINDOWS},
+                "factor": {"type": "number", "minimum": 1, "maximum": MAX_FACTOR},
+                "min_count": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT},
+            }},
+            "cost": {"type": "object", "additionalProperties": false, "properties": {
+                "enabled": {"type": "boolean"},
+                "daily_token_budget": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_BUDGET, "description": "Model tokens per UTC day; null: no budget (the rule is off)."},
+            }},
+        },
+    });
+    let day = json!({"type": "object", "required": ["day", "tokens_in", "tokens_out", "tokens", "calls"], "properties": {
+        "day": {"type": "string"}, "tokens_in": {"type": "integer"}, "tokens_out": {"type": "integer"}, "tokens": {"type": "integer"}, "calls": {"type": "integer"}}});
+    s["TokenUsage"] = json!({
+        "type": "object",
+        "required": ["today", "daily_token_budget", "days"],
+        "properties": {
+            "today": day.clone(),
+            "daily_token_budget": {"type": ["integer", "null"]},
+            "days": {"type": "array", "items": day, "description": "The last 30 days with usage, newest first."},
+        },
+    });
+    s["AlertEvaluation"] = json!({
+        "type": "object",
+        "required": ["fired", "resolved", "unchanged", "checks", "tx"],
+        "properties": {
+            "fired": {"type": "array", "items": schema("Alert")},
+            "resolved": {"type": "array", "items": schema("Alert")},
+            "unchanged": {"type": "array", "items": schema("Alert"), "description": "Open or acked alerts whose condition still holds (not fired again)."},
+            "checks": {"type": "array", "items": {"type": "object", "required": ["rule", "key", "firing", "value", "limit", "message"], "properties": {
+                "rule": {"type": "string"}, "key": {"type": "string"}, "firing": {"type": "boolean"}, "value": {}, "limit": {}, "message": {"type": "string"}}}},
+            "tx": {"type": ["integer", "null"], "description": "The transaction that wrote the changes; null when nothing changed."},
+        },
+    });
+
+    let tenant = || [param("Tenant"), param("TenantHeader")];
+    let ok = |description: &str, body: Value| json!({"description": description, "content": json_content(body)});
+    let ok_replayable = |description: &str, body: Value| {
+        json!({"description": description, "content": json_content(body), "headers": replayed_header()})
+    };
+    let id_param = |what: &str| json!({
+        "name": "id", "in": "path", "required": true,
+        "description": format!("The {what} id (a UUID, or `{what}:<uuid>`); anything else answers 404."),
+        "schema": {"type": "string"},
+    });
+    let op = |id: &str, summary: &str, description: &str, params: Vec<Value>, responses: Value| {
+        let mut o = json!({
+            "operationId": id, "tags": ["Monitoring"], "summary": summary, "description": description,
+            "parameters": params, "responses": responses, "x-tempora-extension": true,
+        });
+        o["responses"]["400"] = resp("BadRequest");
+        with_common_errors(&mut o["responses"], true);
+        o
+    };
+    let paths = &mut doc["paths"];
+
+    let list = &mut paths["/api/alerts"]["get"];
+    list["description"] = json!(
+        "The tenant's alerts, newest first: open and acked by default. Alerts are facts (`Alert:<id>`), so acking \
+         supersedes the `open` state fact with an `acked` one and the earlier state stays in history. Rules \
+         (confidence, freshness, drift, cost) are evaluated in the background every [monitor] interval_secs and by \
+         POST /api/alerts/evaluate; an alert does not fire again while its condition holds, and is resolved when it \
+         clears."
+    );
+    let mut ps = vec![json!({
+        "name": "state", "in": "query", "required": false,
+        "description": "`open`, `acked`, `resolved` or `all`; default open and acked.",
+        "schema": {"type": "string", "enum": ["open", "acked", "resolved", "all"]},
+    })];
+    ps.extend(tenant());
+    list["parameters"] = json!(ps);
+    list["responses"]["200"]["content"]["application/json"]["schema"] = json!({"type": "array", "items": schema("Alert")});
+    list["responses"]["400"] = resp("BadRequest");
+    with_common_errors(&mut list["responses"], true);
+
+    let with_idem = |mut v: Vec<Value>| {
+        v.push(param("IdempotencyKey"));
+        v
+    };
+    paths["/api/alerts/evaluate"]["post"] = op(
+        "evaluateAlerts",
+        "Evaluate the alert rules now",
+        "Runs the caller's tenant's rules now: fires alerts whose condition holds and that have no open or acked alert, resolves open and acked alerts whose condition cleared, in one transaction. Every rule's measurement is in `checks`.",
+        with_idem(tenant().to_vec()),
+        json!({"200": ok_replayable("What fired and resolved.", schema("AlertEvaluation"))}),
+    );
+    let mut ack_params = vec![id_param("Alert")];
+    ack_params.extend(tenant());
+    paths["/api/alerts/{id}/ack"]["post"] = op(
+        "ackAlert",
+        "Acknowledge an alert",
+        "Supersedes the alert's `open` state with `acked` (the open state stays in history). Acking an acked alert answers it as it is and writes nothing; a resolved alert cannot be acked (400 Conflict).",
+        with_idem(ack_params),
+        json!({"200": ok_replayable("The acked alert.", schema("Alert"))}),
+    );
+    let get_rules = op(
+        "getAlertRules",
+        "The tenant's alert rules",
+        "The effective rules: the server's [monitor] defaults with the tenant's overrides.",
+        tenant().to_vec(),
+        json!({"200": ok("The rules.", schema("AlertRules"))}),
+    );
+    paths["/api/alerts/rules"]["get"] = get_rules;
+    let mut put_rules = op(
+        "putAlertRules",
+        "Set the tenant's alert rules",
+        "Stores the overrides (as the fact `AlertRules:current alert_rules.overrides`, so earlier rules stay in history) and answers the effective rules.",
+        tenant().to_vec(),
+        json!({"200": ok("The effective rules.", schema("AlertRules"))}),
+    );
+    put_rules["requestBody"] = json!({"required": true, "content": json_content(schema("AlertRulesInput"))});
+    put_rules["responses"]["413"] = resp("PayloadTooLarge");
+    paths["/api/alerts/rules"]["put"] = put_rules;
+    let usage = op(
+        "getTokenUsage",
+        "Model-token usage",
+        "Tokens the tenant's model calls (/api/digest, /api/ask) used today and on the last 30 days (UTC), and the cost rule's budget.",
+        tenant().to_vec(),
+        json!({"200": ok("Usage.", schema("TokenUsage"))}),
+    );
+    paths["/api/alerts/usage"]["get"] = usage;
+
+    let reports = &mut paths["/api/reports"]["get"];
+    reports["description"] = json!("The tenant's reports, oldest first. A report is blocks (stats, facts, changes, alerts, top_entities) run against the tenant's data by POST /api/reports/{id}/run or by its schedule; runs are kept as facts.");
+    reports["parameters"] = json!(tenant());
+    reports["responses"]["200"]["content"]["application/json"]["schema"] = json!({"type": "array", "items": schema("Report")});
+    reports["responses"]["400"] = resp("BadRequest");
+    with_common_errors(&mut reports["responses"], true);
+    let mut create = op(
+        "createReport",
+        "Create a report",
+        "Checks every block up front (an unknown type or a bad parameter answers 400 naming `blocks[i].field`) and stores the report as facts of `Report:<id>`.",
+        with_idem(tenant().to_vec()),
+        json!({"201": ok_replayable("The report.", schema("Report"))}),
+    );
+    create["requestBody"] = json!({"required": true, "content": json_content(schema("ReportInput"))});
+    create["responses"]["413"] = resp("PayloadTooLarge");
+    create["responses"]["201"]["links"] = json!({
+        "GetReport": {"operationId": "getReport", "parameters": {"id": "$response.body#/id"}},
+        "RunReport": {"operationId": "runReport", "parameters": {"id": "$response.body#/id"}},
+        "ListReportRuns": {"operationId": "listReportRuns", "parameters": {"id": "$response.body#/id"}},
+    });
+    paths["/api/reports"]["post"] = create;
+    let mut rp = vec![id_param("Report")];
+    rp.extend(tenant());
+    let get_report = op("getReport", "One report", "The report.", rp.clone(), json!({"200": ok("The report.", schema("Report"))}));
+    paths["/api/reports/{id}"]["get"] = get_report;
+    paths["/api/reports/{id}/run"]["post"] = op(
+        "runReport",
+        "Run a report now",
+        "Runs every block against the tenant's data now and keeps the run as facts of `ReportRun:<id>` (output JSON and Markdown).",
+        with_idem(rp.clone()),
+        json!({"200": ok_replayable("The run.", schema("ReportRun"))}),
+    );
+    let mut runs_params = rp;
+    runs_params.push(json!({"name": "limit", "in": "query", "required": false, "description": "Runs to answer, newest first.", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_RUNS, "default": 20}}));
+    paths["/api/reports/{id}/runs"]["get"] = op(
+        "listReportRuns",
+        "A report's runs",
+        "The report's runs, newest first.",
+        runs_params,
+        json!({"200": ok("Runs.", json!({"type": "array", "items": schema("ReportRun")}))}),
+    );
 }
 
 /// `/mcp` (Streamable HTTP, docs/mcp.md) and its manifest.

@@ -142,6 +142,8 @@ pub async fn ask(
     };
     let (evidence, stale) = evidence(&st, &tenant, &question, top_k, body.as_of.map(|t| t.0)).await?;
     let answer = ask::ask(&st.llm, &question, evidence, body.model.as_ref()).await.map_err(llm_error)?;
+    let (used_in, used_out) = (answer.tokens.tokens_in, answer.tokens.tokens_out);
+    crate::monitor::usage::record_async(st.memory.engine().clone(), tenant.clone(), used_in, used_out).await;
     let mut resp = Json(answer).into_response();
     if stale {
         resp.headers_mut().insert(super::search::STALE_HEADER, axum::http::HeaderValue::from_static("true"));
