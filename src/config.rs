@@ -74,6 +74,7 @@ pub struct FileConfig {
     pub mcp: FileMcp,
     #[serde(default)]
     pub connectors: crate::connectors::config::FileConnectors,
+    #[serde(default)]
     pub monitor: crate::monitor::FileMonitor,
 }
 
