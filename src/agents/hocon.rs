@@ -157,7 +157,11 @@ enum Piece {
     Text(String),
     /// An unquoted run of characters.
     Unquoted(String),
-    Subst { path: Vec<String>, optional: bool, pos: Pos },
+    Subst {
+        path: Vec<String>,
+        optional: bool,
+        pos: Pos,
+    },
     Value(Raw),
 }
 
@@ -179,8 +183,10 @@ fn merge_into(map: &mut BTreeMap<String, Raw>, key: String, value: Raw) {
 
 /// Characters that end an unquoted string or key (the HOCON "forbidden" set).
 fn is_forbidden(c: char) -> bool {
-    matches!(c, '$' | '"' | '{' | '}' | '[' | ']' | ':' | '=' | ',' | '+' | '#' | '`' | '^' | '?' | '!' | '@' | '*' | '&')
-        || c == '\\'
+    matches!(
+        c,
+        '$' | '"' | '{' | '}' | '[' | ']' | ':' | '=' | ',' | '+' | '#' | '`' | '^' | '?' | '!' | '@' | '*' | '&'
+    ) || c == '\\'
 }
 
 fn is_space(c: char) -> bool {
@@ -456,7 +462,8 @@ impl<'a> Parser<'a> {
             self.bump();
         }
         if self.include_depth + 1 > self.options.limits.max_include_depth {
-            return Err(pos.error(format!("includes nested deeper than the limit of {}", self.options.limits.max_include_depth)));
+            return Err(pos
+                .error(format!("includes nested deeper than the limit of {}", self.options.limits.max_include_depth)));
         }
         let path = self.find_include(&name).ok_or_else(|| pos.error(format!("included file \"{name}\" not found")))?;
         let display = path.display().to_string();
@@ -613,7 +620,10 @@ impl<'a> Parser<'a> {
                         Some('r') => out.push('\r'),
                         Some('t') => out.push('\t'),
                         Some('u') => out.push(self.parse_unicode_escape()?),
-                        _ => return self.err("invalid escape: expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX"),
+                        _ => {
+                            return self
+                                .err("invalid escape: expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX")
+                        }
                     }
                 }
                 Some(c) => out.push(c),
@@ -875,7 +885,9 @@ impl Resolver<'_> {
             return Err(pos.error(format!("substitution cycle: {}", chain.join(" -> "))));
         }
         if self.stack.len() >= self.options.limits.max_depth {
-            return Err(pos.error(format!("substitutions nested deeper than the limit of {}", self.options.limits.max_depth)));
+            return Err(
+                pos.error(format!("substitutions nested deeper than the limit of {}", self.options.limits.max_depth))
+            );
         }
         self.stack.push(path.to_vec());
         let result = self.walk(path);

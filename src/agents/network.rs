@@ -84,8 +84,13 @@ pub enum MemoryTool {
 }
 
 impl MemoryTool {
-    pub const ALL: [MemoryTool; 5] =
-        [MemoryTool::Remember, MemoryTool::Recall, MemoryTool::BuildContext, MemoryTool::History, MemoryTool::WhatsChanged];
+    pub const ALL: [MemoryTool; 5] = [
+        MemoryTool::Remember,
+        MemoryTool::Recall,
+        MemoryTool::BuildContext,
+        MemoryTool::History,
+        MemoryTool::WhatsChanged,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -306,14 +311,7 @@ impl AgentNetwork {
         }
         c.check_graph(&agents);
         if c.errors.is_empty() {
-            Ok(AgentNetwork {
-                name: name.to_string(),
-                path,
-                metadata,
-                llm_config,
-                agents,
-                warnings: c.warnings,
-            })
+            Ok(AgentNetwork { name: name.to_string(), path, metadata, llm_config, agents, warnings: c.warnings })
         } else {
             Err(c.errors)
         }
@@ -377,7 +375,11 @@ struct Check<'a> {
 
 impl Check<'_> {
     fn err(&mut self, field: &str, message: impl Into<String>) {
-        self.errors.push(NetworkError { file: self.file.to_string(), field: field.to_string(), message: message.into() });
+        self.errors.push(NetworkError {
+            file: self.file.to_string(),
+            field: field.to_string(),
+            message: message.into(),
+        });
     }
 
     fn warn(&mut self, field: &str, message: &str) {
@@ -462,7 +464,8 @@ impl Check<'_> {
                 },
                 "base_url" => {
                     cfg.base_url = self.string(v, &f);
-                    if cfg.base_url.as_deref().is_some_and(|u| !u.starts_with("http://") && !u.starts_with("https://")) {
+                    if cfg.base_url.as_deref().is_some_and(|u| !u.starts_with("http://") && !u.starts_with("https://"))
+                    {
                         self.err(&f, "must start with http:// or https://");
                     }
                 }
@@ -663,7 +666,10 @@ impl Check<'_> {
             if s.contains("://") {
                 self.err(
                     &f,
-                    format!("'{s}': remote agents and MCP servers are not supported; name a network on this server as /name"),
+                    format!(
+                        "'{s}': remote agents and MCP servers are not supported; name a network on this server \
+                        as /name"
+                    ),
                 );
             } else if let Some(external) = s.strip_prefix('/') {
                 match validate_network_name(external) {
@@ -747,7 +753,10 @@ impl Check<'_> {
         }
         for (i, agent) in agents.iter().enumerate() {
             if !reached.contains(&i) {
-                self.warn(&format!("tools[{i}]"), &format!("agent '{}' is not reachable from the front man", agent.name));
+                self.warn(
+                    &format!("tools[{i}]"),
+                    &format!("agent '{}' is not reachable from the front man", agent.name),
+                );
             }
         }
     }

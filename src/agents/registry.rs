@@ -231,7 +231,8 @@ fn read_manifest(dir: &Path, options: &hocon::Options) -> Result<(Vec<Entry>, Ve
                 }
             }
             other => {
-                errors.push(fail(format!("{file}: expected true, false or an object {{ serve, public }}, got {other}")));
+                errors
+                    .push(fail(format!("{file}: expected true, false or an object {{ serve, public }}, got {other}")));
                 continue;
             }
         };
@@ -276,7 +277,9 @@ fn load_dir(dir: &Path) -> Result<Snapshot, LoadError> {
             {
                 errors.push(LoadError {
                     file,
-                    message: format!("tools: /{reference} is not a network served here (not in the manifest, or not loaded)"),
+                    message: format!(
+                        "tools: /{reference} is not a network served here (not in the manifest, or not loaded)"
+                    ),
                 });
             }
         }
@@ -385,7 +388,8 @@ fn memory_tool(tool: MemoryTool) -> AgentSpec {
                 "properties": {
                     "subject": {"type": "string", "description": "The entity, `Type:id` (e.g. Person:sarah)."},
                     "predicate": {"type": "string", "description": "Only facts with this predicate."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "At most this many versions."}
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "At most this many \
+                        versions."}
                 }
             }),
         ),

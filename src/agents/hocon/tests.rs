@@ -80,7 +80,11 @@ fn triple_quoted_strings_are_verbatim_and_multiline() {
 #[test]
 fn numbers_booleans_null() {
     let v = parse("i = 42\nn = -7\nf = 0.25\ne = 1e3\nt = true\nff = false\nz = null\nnotnum = 1_000\ninf = inf");
-    assert_eq!(v, json!({"i": 42, "n": -7, "f": 0.25, "e": 1000.0, "t": true, "ff": false, "z": null, "notnum": "1_000", "inf": "inf"}));
+    assert_eq!(
+        v,
+        json!({"i": 42, "n": -7, "f": 0.25, "e": 1000.0, "t": true, "ff": false, "z": null, "notnum": "1_000",
+            "inf": "inf"})
+    );
     // A quoted number stays a string.
     assert_eq!(parse("a = \"42\""), json!({"a": "42"}));
 }

@@ -106,7 +106,10 @@ fn agent_llm_config_overrides_the_network_key_by_key() {
         "tools": [front(json!({"llm_config": {"temperature": 0.9}})), helper("h")]
     }));
     let own = n.effective_llm_config(n.front_man()).unwrap();
-    assert_eq!((own.model_name.as_deref(), own.temperature, own.api_key_env.as_deref()), (Some("base"), Some(0.9), Some("K")));
+    assert_eq!(
+        (own.model_name.as_deref(), own.temperature, own.api_key_env.as_deref()),
+        (Some("base"), Some(0.9), Some("K"))
+    );
     let inherited = n.effective_llm_config(&n.agents[1]).unwrap();
     assert_eq!(inherited.temperature, Some(0.1));
     let none = ok(json!({"tools": [front(json!({}))]}));
@@ -117,10 +120,12 @@ fn agent_llm_config_overrides_the_network_key_by_key() {
 fn allow_upstream_sly_data_list_and_map_forms() {
     let mut h = helper("h");
     h["allow"] = json!({"to_upstream": {"sly_data": {"x": true, "y": false}}, "to_downstream": {"sly_data": ["z"]}});
-    let n = ok(json!({"tools": [front(json!({"tools": ["h"], "allow": {"to_upstream": {"sly_data": ["a", "b"]}}})), h]}));
+    let n =
+        ok(json!({"tools": [front(json!({"tools": ["h"], "allow": {"to_upstream": {"sly_data": ["a", "b"]}}})), h]}));
     assert_eq!(n.agents[0].allow_upstream_sly_data, BTreeSet::from(["a".to_string(), "b".to_string()]));
     assert_eq!(n.agents[1].allow_upstream_sly_data, BTreeSet::from(["x".to_string()]));
-    assert!(n.warnings.iter().any(|w| w.ends_with("tools[1].allow.to_downstream: not used by this server, ignored (only to_upstream.sly_data is)")));
+    assert!(n.warnings.iter().any(|w| w
+        .ends_with("tools[1].allow.to_downstream: not used by this server, ignored (only to_upstream.sly_data is)")));
 }
 
 #[test]
@@ -129,7 +134,8 @@ fn unknown_keys_are_warnings_not_errors() {
         "commondefs": {}, "max_iterations": 5,
         "metadata": {"description": "d", "anything": 1},
         "llm_config": {"model_name": "m", "verbose": true},
-        "tools": [front(json!({"structure_formats": "json", "command": "x", "function": {"description": "d", "extra": 1}}))]
+        "tools": [front(json!({"structure_formats": "json", "command": "x", "function": {"description": "d",
+            "extra": 1}}))]
     }));
     let w = n.warnings.join("\n");
     for expected in [
@@ -155,17 +161,28 @@ fn description_falls_back_to_the_front_man() {
 #[test]
 fn error_tools_missing_empty_or_not_a_list() {
     has(&errors(json!({"metadata": {}})), "registries/net.hocon: tools: required: the list of agents, front man first");
-    has(&errors(json!({"tools": []})), "registries/net.hocon: tools: must list at least one agent: the first is the front man");
+    has(
+        &errors(json!({"tools": []})),
+        "registries/net.hocon: tools: must list at least one agent: the first is the front man",
+    );
     has(&errors(json!({"tools": {"a": 1}})), "registries/net.hocon: tools: expected an array of agents, got an object");
     has(&errors(json!({"tools": ["x"]})), "registries/net.hocon: tools[0]: expected an object, got a string");
 }
 
 #[test]
 fn error_names_missing_invalid_duplicate() {
-    let e = errors(json!({"tools": [front(json!({"tools": ["has space"]})), {"function": {"description": "d"}, "instructions": "x"},
-        helper("has space"), helper("front")]}));
+    let e = errors(json!({"tools": [
+        front(json!({"tools": ["has space"]})),
+        {"function": {"description": "d"}, "instructions": "x"},
+        helper("has space"),
+        helper("front")
+    ]}));
     has(&e, "registries/net.hocon: tools[1].name: required");
-    has(&e, "registries/net.hocon: tools[2].name: invalid agent name 'has space': only letters, digits, '_' and '-' are allowed (it is a tool name for the LLM)");
+    has(
+        &e,
+        "registries/net.hocon: tools[2].name: invalid agent name 'has space': only letters, digits, '_' and '-' \
+        are allowed (it is a tool name for the LLM)",
+    );
     has(&e, "registries/net.hocon: tools[3].name: duplicate agent name 'front' (also tools[0])");
     let e = errors(json!({"tools": [front(json!({"name": 7}))]}));
     has(&e, "registries/net.hocon: tools[0].name: expected a string, got a number");
@@ -196,12 +213,33 @@ fn error_llm_agents_need_instructions() {
 
 #[test]
 fn error_tool_references() {
-    let e = errors(json!({"tools": [front(json!({"tools": ["ghost", "/bad//name", "http://host/agent", {"url": "x"}, "/../up"]}))]}));
-    has(&e, "registries/net.hocon: tools[0].tools[0]: no agent named 'ghost' in this file (a network on this server is /ghost)");
-    has(&e, "registries/net.hocon: tools[0].tools[1]: invalid network reference '/bad//name': path segments cannot be empty, '.' or '..'");
-    has(&e, "registries/net.hocon: tools[0].tools[2]: 'http://host/agent': remote agents and MCP servers are not supported; name a network on this server as /name");
-    has(&e, "registries/net.hocon: tools[0].tools[3]: expected a string (an agent of this file, or /network), got an object (MCP tool definitions are not supported)");
-    has(&e, "registries/net.hocon: tools[0].tools[4]: invalid network reference '/../up': path segments cannot be empty, '.' or '..'");
+    let e = errors(json!({"tools": [front(json!({"tools": ["ghost", "/bad//name", "http://host/agent", {"url": "x"},
+            "/../up"]}))]}));
+    has(
+        &e,
+        "registries/net.hocon: tools[0].tools[0]: no agent named 'ghost' in this file (a network on this server \
+        is /ghost)",
+    );
+    has(
+        &e,
+        "registries/net.hocon: tools[0].tools[1]: invalid network reference '/bad//name': path segments cannot \
+        be empty, '.' or '..'",
+    );
+    has(
+        &e,
+        "registries/net.hocon: tools[0].tools[2]: 'http://host/agent': remote agents and MCP servers are not \
+        supported; name a network on this server as /name",
+    );
+    has(
+        &e,
+        "registries/net.hocon: tools[0].tools[3]: expected a string (an agent of this file, or /network), got an \
+        object (MCP tool definitions are not supported)",
+    );
+    has(
+        &e,
+        "registries/net.hocon: tools[0].tools[4]: invalid network reference '/../up': path segments cannot be \
+        empty, '.' or '..'",
+    );
     let e = errors(json!({"tools": [front(json!({"tools": "helper"}))]}));
     has(&e, "registries/net.hocon: tools[0].tools: expected an array of agent names, got a string");
 }
@@ -210,7 +248,8 @@ fn error_tool_references() {
 fn error_field_types() {
     let e = errors(json!({
         "metadata": {"description": 1, "tags": "x", "sample_queries": [1]},
-        "llm_config": {"temperature": "hot", "max_tokens": -1, "top_p": 2, "base_url": "ftp://x", "api_key_env": "1BAD"},
+        "llm_config": {"temperature": "hot", "max_tokens": -1, "top_p": 2, "base_url": "ftp://x",
+            "api_key_env": "1BAD"},
         "tools": [front(json!({"tools": ["h"], "display_as": false, "metadata": [], "allow": []})), {
             "name": "h", "instructions": "x",
             "function": {"description": "d", "parameters": "not an object", "sly_data_schema": {"type": "string"}}
@@ -224,7 +263,8 @@ fn error_field_types() {
         "registries/net.hocon: llm_config.max_tokens: expected a positive integer, got a number",
         "registries/net.hocon: llm_config.top_p: must be between 0 and 1",
         "registries/net.hocon: llm_config.base_url: must start with http:// or https://",
-        "registries/net.hocon: llm_config.api_key_env: expected the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)",
+        "registries/net.hocon: llm_config.api_key_env: expected the name of an environment variable \
+            ([A-Za-z_][A-Za-z0-9_]*)",
         "registries/net.hocon: tools[0].display_as: expected a string, got a boolean",
         "registries/net.hocon: tools[0].metadata: expected an object, got an array",
         "registries/net.hocon: tools[0].allow: expected an object, got an array",
@@ -238,7 +278,8 @@ fn error_field_types() {
 #[test]
 fn error_parameters_schema_shape() {
     let e = errors(json!({"tools": [front(json!({"tools": ["h"]})), {"name": "h", "instructions": "x", "function": {
-        "description": "d", "parameters": {"type": "object", "properties": {"a": "string"}, "required": ["a", "b"]}}}]}));
+        "description": "d", "parameters": {"type": "object", "properties": {"a": "string"}, "required": ["a",
+            "b"]}}}]}));
     has(&e, "registries/net.hocon: tools[1].function.parameters.properties.a: expected an object, got a string");
     has(&e, "registries/net.hocon: tools[1].function.parameters.required[1]: 'b' is not among the properties");
 }
@@ -246,7 +287,11 @@ fn error_parameters_schema_shape() {
 #[test]
 fn error_allow_sly_data_forms() {
     let e = errors(json!({"tools": [front(json!({"allow": {"to_upstream": {"sly_data": "all"}}}))]}));
-    has(&e, "registries/net.hocon: tools[0].allow.to_upstream.sly_data: expected a list of keys or an object of key = true/false, got a string");
+    has(
+        &e,
+        "registries/net.hocon: tools[0].allow.to_upstream.sly_data: expected a list of keys or an object of key \
+        = true/false, got a string",
+    );
     let e = errors(json!({"tools": [front(json!({"allow": {"to_upstream": {"sly_data": {"k": "yes"}}}}))]}));
     has(&e, "registries/net.hocon: tools[0].allow.to_upstream.sly_data.k: expected a boolean, got a string");
 }
@@ -257,7 +302,10 @@ fn error_secrets_in_llm_config() {
         let e = errors(json!({"llm_config": {key: "s"}, "tools": [front(json!({}))]}));
         has(
             &e,
-            &format!("registries/net.hocon: llm_config.{key}: secrets are never read from network files: put the key in an environment variable and name that variable in api_key_env"),
+            &format!(
+                "registries/net.hocon: llm_config.{key}: secrets are never read from network files: put the key \
+                in an environment variable and name that variable in api_key_env"
+            ),
         );
     }
     let e = errors(json!({"tools": [front(json!({"llm_config": {"api_key": "s"}}))]}));

@@ -16,7 +16,11 @@ fn has(lines: &[String], expected: &str) {
 }
 
 fn has_prefix(lines: &[String], prefix: &str) {
-    assert!(lines.iter().any(|l| l.starts_with(prefix)), "nothing starts with\n  {prefix}\nin\n  {}", lines.join("\n  "));
+    assert!(
+        lines.iter().any(|l| l.starts_with(prefix)),
+        "nothing starts with\n  {prefix}\nin\n  {}",
+        lines.join("\n  ")
+    );
 }
 
 /// Copies a fixture directory so a test can edit it.
@@ -61,7 +65,10 @@ fn the_memory_network() {
         assert!(params["properties"].get("namespace").is_none(), "{}", tool.name());
         assert!(params["properties"].as_object().is_some_and(|p| !p.is_empty()), "{}", tool.name());
     }
-    assert_eq!(n.agent("remember").unwrap().function.parameters.as_ref().unwrap()["required"], json!(["subject", "predicate", "object"]));
+    assert_eq!(
+        n.agent("remember").unwrap().function.parameters.as_ref().unwrap()["required"],
+        json!(["subject", "predicate", "object"])
+    );
     assert_eq!(n.agent("recall").unwrap().function.parameters.as_ref().unwrap()["required"], json!(["question"]));
     assert_eq!(n.agent("history").unwrap().function.parameters.as_ref().unwrap()["required"], json!(["subject"]));
     // The built-in network passes the same checks as a file would.
@@ -104,7 +111,10 @@ fn hello_reads_as_written() {
             {"origin": "synonymizer", "tools": [], "display_as": "llm_agent"}
         ])
     );
-    assert!(n.warnings.iter().any(|w| w == "hello.hocon: tools[1].command: deprecated in neuro-san and not used by this server, ignored"));
+    assert!(n
+        .warnings
+        .iter()
+        .any(|w| w == "hello.hocon: tools[1].command: deprecated in neuro-san and not used by this server, ignored"));
 }
 
 #[test]
@@ -137,7 +147,10 @@ fn music_uses_includes_and_substitutions() {
     assert!(!accountant.is_runnable());
     let warnings = report.warnings.join("\n");
     assert!(warnings.contains("music.hocon: tools[2].class: Python tools cannot run on this server"), "{warnings}");
-    assert!(warnings.contains("music.hocon: tools[0].structure_formats: not used by this server, ignored"), "{warnings}");
+    assert!(
+        warnings.contains("music.hocon: tools[0].structure_formats: not used by this server, ignored"),
+        "{warnings}"
+    );
 }
 
 #[test]
@@ -168,22 +181,46 @@ fn bad_fixtures_report_each_file_and_serve_the_rest() {
     has_prefix(&e, "missing.hocon: ");
     assert!(e.iter().any(|l| l.starts_with("missing.hocon: ") && l.contains("cannot read")), "{e:#?}");
     has_prefix(&e, "syntax.hocon: ");
-    assert!(e.iter().any(|l| l.starts_with("syntax.hocon: ") && l.contains("syntax.hocon:4:") && l.contains("unterminated string")), "{e:#?}");
+    assert!(
+        e.iter().any(|l| l.starts_with("syntax.hocon: ")
+            && l.contains("syntax.hocon:4:")
+            && l.contains("unterminated string")),
+        "{e:#?}"
+    );
     has(&e, "no_tools.hocon: tools: required: the list of agents, front man first");
     has(&e, "empty_tools.hocon: tools: must list at least one agent: the first is the front man");
     has(&e, "wrong_types.hocon: tools[1].function.parameters: expected an object, got a string");
     has(&e, "wrong_types.hocon: tools[1].instructions: expected a string, got a number");
     has(&e, "duplicate_names.hocon: tools[1].name: duplicate agent name 'twin' (also tools[0])");
-    has(&e, "unknown_local_tool.hocon: tools[0].tools[0]: no agent named 'ghost' in this file (a network on this server is /ghost)");
-    has(&e, "front_man_without_description.hocon: tools[0].function: required for the front man: its description is what callers see");
+    has(
+        &e,
+        "unknown_local_tool.hocon: tools[0].tools[0]: no agent named 'ghost' in this file (a network on this \
+        server is /ghost)",
+    );
+    has(
+        &e,
+        "front_man_without_description.hocon: tools[0].function: required for the front man: its description is \
+        what callers see",
+    );
     has(&e, "coded_front_man.hocon: tools[0].class: the front man must be an LLM agent, not a coded or toolbox tool");
     has(&e, "unknown_network.hocon: tools: /nowhere is not a network served here (not in the manifest, or not loaded)");
     // Refers to a network that exists as a file but failed: refused in turn.
-    has(&e, "calls_unknown_network.hocon: tools: /unknown_network is not a network served here (not in the manifest, or not loaded)");
+    has(
+        &e,
+        "calls_unknown_network.hocon: tools: /unknown_network is not a network served here (not in the manifest, \
+        or not loaded)",
+    );
     has(&e, "memory.hocon: the name 'memory' belongs to the built-in memory network and cannot be replaced");
     has_prefix(&e, "secret_in_file.hocon: llm_config.api_key: secrets are never read from network files");
-    assert!(e.iter().any(|l| l.starts_with("missing_include.hocon: ") && l.contains("included file \"no_such_fragment.hocon\" not found")), "{e:#?}");
-    assert!(e.iter().any(|l| l.starts_with("substitution_cycle.hocon: ") && l.contains("substitution cycle")), "{e:#?}");
+    assert!(
+        e.iter().any(|l| l.starts_with("missing_include.hocon: ")
+            && l.contains("included file \"no_such_fragment.hocon\" not found")),
+        "{e:#?}"
+    );
+    assert!(
+        e.iter().any(|l| l.starts_with("substitution_cycle.hocon: ") && l.contains("substitution cycle")),
+        "{e:#?}"
+    );
     has_prefix(&e, "remote_tool.hocon: tools[0].tools[0]: 'http://localhost/deep/math_guy': remote agents");
     has_prefix(&e, "bad_allow.hocon: tools[0].allow.to_upstream.sly_data: expected a list of keys");
     has(&e, "not_hocon.txt: manifest entries are .hocon files");
@@ -219,14 +256,16 @@ fn reload_swaps_in_the_new_state_atomically() {
 
     // Edit one file, add one, and remove one from the manifest.
     let hello = fs::read_to_string(d.path().join("hello.hocon")).unwrap();
-    fs::write(d.path().join("hello.hocon"), hello.replace("Writes terse announcements.", "Writes short notes.")).unwrap();
+    fs::write(d.path().join("hello.hocon"), hello.replace("Writes terse announcements.", "Writes short notes."))
+        .unwrap();
     fs::write(
         d.path().join("extra.hocon"),
         "tools = [{ name = extra, function.description = \"Extra.\", instructions = \"Be extra.\" }]",
     )
     .unwrap();
     let manifest = fs::read_to_string(d.path().join("manifest.hocon")).unwrap();
-    fs::write(d.path().join("manifest.hocon"), manifest.replace("\"music.hocon\": true,", "\"extra.hocon\": true,")).unwrap();
+    fs::write(d.path().join("manifest.hocon"), manifest.replace("\"music.hocon\": true,", "\"extra.hocon\": true,"))
+        .unwrap();
 
     let report = shared.reload();
     assert!(report.errors.is_empty(), "{:#?}", report.errors);
@@ -251,7 +290,10 @@ fn reload_drops_a_file_that_broke_and_keeps_the_rest() {
     let e = shown(&report);
     has_prefix(&e, "deep/math_guy.hocon: ");
     // passthrough calls /deep/math_guy, so it cannot be served either.
-    has(&e, "passthrough.hocon: tools: /deep/math_guy is not a network served here (not in the manifest, or not loaded)");
+    has(
+        &e,
+        "passthrough.hocon: tools: /deep/math_guy is not a network served here (not in the manifest, or not loaded)",
+    );
     assert_eq!(report.loaded, ["hello", "memory", "music"]);
     assert!(r.get("deep/math_guy").is_none());
 }
@@ -290,7 +332,8 @@ fn concurrent_readers_during_reloads_see_whole_snapshots() {
         })
         .collect();
     for i in 0..20 {
-        let text = if i % 2 == 0 { "tools = [" } else { "tools = [{ name = m, function.description = d, instructions = i }]" };
+        let text =
+            if i % 2 == 0 { "tools = [" } else { "tools = [{ name = m, function.description = d, instructions = i }]" };
         fs::write(d.path().join("deep/math_guy.hocon"), text).unwrap();
         r.reload();
     }
