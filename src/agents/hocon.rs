@@ -58,12 +58,23 @@ pub struct Options {
     /// (`include "registries/aaosa.hocon"`), so a registry passes its own
     /// directory and that directory's parent here.
     pub include_dirs: Vec<PathBuf>,
+    /// Files under this directory are named relative to it in errors
+    /// (`deep/math_guy.hocon` rather than a full path).
+    pub display_base: Option<PathBuf>,
+}
+
+impl Options {
+    fn display(&self, path: &Path) -> String {
+        let shown = self.display_base.as_deref().and_then(|base| path.strip_prefix(base).ok()).unwrap_or(path);
+        shown.display().to_string()
+    }
 }
 
 /// Where in which file something went wrong, and what was expected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HoconError {
     pub file: String,
+    /// 1-based; 0 when the error is about the file as a whole (unreadable, too large).
     pub line: u32,
     pub column: u32,
     pub message: String,
@@ -71,7 +82,11 @@ pub struct HoconError {
 
 impl fmt::Display for HoconError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}", self.file, self.line, self.column, self.message)
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}:{}:{}: {}", self.file, self.line, self.column, self.message)
+        }
     }
 }
 
@@ -79,7 +94,7 @@ impl std::error::Error for HoconError {}
 
 /// Reads the file at `path`; includes are found relative to it first.
 pub fn parse_file(path: &Path, options: &Options) -> Result<Value, HoconError> {
-    let display = path.display().to_string();
+    let display = options.display(path);
     let text = read_bounded(path, &display, options, None)?;
     parse_document(&text, &display, path.parent().map(Path::to_path_buf), options)
 }
@@ -90,8 +105,8 @@ pub fn parse_str(text: &str, name: &str, options: &Options) -> Result<Value, Hoc
     if text.len() > options.limits.max_bytes {
         return Err(HoconError {
             file: name.to_string(),
-            line: 1,
-            column: 1,
+            line: 0,
+            column: 0,
             message: format!("document is larger than the limit of {} bytes", options.limits.max_bytes),
         });
     }
@@ -104,7 +119,8 @@ fn parse_document(text: &str, name: &str, dir: Option<PathBuf>, options: &Option
     let mut parser = Parser::new(text, file, dir, options, 0, 0);
     parser.parse_root(&mut root)?;
     let root = Raw::Obj(root);
-    let mut resolver = Resolver { root: &root, memo: HashMap::new(), stack: Vec::new(), size: 0, options };
+    let mut resolver =
+        Resolver { root: &root, memo: HashMap::new(), stack: Vec::new(), size: 0, options, file: Arc::from(name) };
     match resolver.resolve(&root)? {
         Some(value) => Ok(value),
         None => Ok(Value::Object(Map::new())),
@@ -114,7 +130,7 @@ fn parse_document(text: &str, name: &str, dir: Option<PathBuf>, options: &Option
 fn read_bounded(path: &Path, display: &str, options: &Options, at: Option<&Pos>) -> Result<String, HoconError> {
     let fail = |message: String| match at {
         Some(pos) => pos.error(message),
-        None => HoconError { file: display.to_string(), line: 1, column: 1, message },
+        None => HoconError { file: display.to_string(), line: 0, column: 0, message },
     };
     let meta = std::fs::metadata(path).map_err(|e| fail(format!("cannot read {display}: {e}")))?;
     if meta.len() > options.limits.max_bytes as u64 {
@@ -466,7 +482,7 @@ impl<'a> Parser<'a> {
                 .error(format!("includes nested deeper than the limit of {}", self.options.limits.max_include_depth)));
         }
         let path = self.find_include(&name).ok_or_else(|| pos.error(format!("included file \"{name}\" not found")))?;
-        let display = path.display().to_string();
+        let display = self.options.display(&path);
         let text = read_bounded(&path, &display, self.options, Some(&pos))?;
         let mut inner = Parser::new(
             &text,
@@ -751,6 +767,8 @@ struct Resolver<'a> {
     stack: Vec<Vec<String>>,
     size: usize,
     options: &'a Options,
+    /// The document, for errors without a better position.
+    file: Arc<str>,
 }
 
 impl Resolver<'_> {
@@ -761,7 +779,7 @@ impl Resolver<'_> {
                 format!("the resolved document is larger than the limit of {}", self.options.limits.max_resolved_size);
             return Err(match pos {
                 Some(pos) => pos.error(message),
-                None => HoconError { file: String::new(), line: 0, column: 0, message },
+                None => HoconError { file: self.file.to_string(), line: 0, column: 0, message },
             });
         }
         Ok(())

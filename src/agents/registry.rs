@@ -205,12 +205,24 @@ fn hocon_options(dir: &Path) -> hocon::Options {
     if let Some(parent) = dir.parent() {
         include_dirs.push(parent.to_path_buf());
     }
-    hocon::Options { include_dirs, ..hocon::Options::default() }
+    hocon::Options { include_dirs, display_base: Some(dir.to_path_buf()), ..hocon::Options::default() }
+}
+
+/// A HOCON error as the message of a file's `LoadError`: the position alone
+/// when it is in that file, else the included file's name and position too.
+fn parse_error(file: &str, e: hocon::HoconError) -> String {
+    if e.file == file && e.line == 0 {
+        e.message
+    } else if e.file == file {
+        format!("line {}, column {}: {}", e.line, e.column, e.message)
+    } else {
+        e.to_string()
+    }
 }
 
 fn read_manifest(dir: &Path, options: &hocon::Options) -> Result<(Vec<Entry>, Vec<LoadError>), LoadError> {
     let fail = |message: String| LoadError { file: MANIFEST.to_string(), message };
-    let value = hocon::parse_file(&dir.join(MANIFEST), options).map_err(|e| fail(e.to_string()))?;
+    let value = hocon::parse_file(&dir.join(MANIFEST), options).map_err(|e| fail(parse_error(MANIFEST, e)))?;
     let Value::Object(map) = value else { return Err(fail("expected an object".into())) };
     if map.len() > MAX_MANIFEST_ENTRIES {
         return Err(fail(format!("more than {MAX_MANIFEST_ENTRIES} entries")));
@@ -306,7 +318,7 @@ fn load_file(dir: &Path, file: &str, options: &hocon::Options) -> Result<AgentNe
         return Err(fail("the name 'memory' belongs to the built-in memory network and cannot be replaced".into()));
     }
     let path = dir.join(file);
-    let value = hocon::parse_file(&path, options).map_err(|e| fail(e.to_string()))?;
+    let value = hocon::parse_file(&path, options).map_err(|e| fail(parse_error(file, e)))?;
     AgentNetwork::from_value(name, file, Some(path), &value).map_err(|errors| {
         errors
             .into_iter()
