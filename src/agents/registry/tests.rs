@@ -336,3 +336,35 @@ fn concurrent_readers_during_reloads_see_whole_snapshots() {
         reader.join().unwrap();
     }
 }
+
+/// The worked example of docs/agents.md loads as the page says.
+#[test]
+fn the_documented_example_loads() {
+    let doc = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/agents.md")).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let mut lines = doc.lines();
+    let mut written = Vec::new();
+    while let Some(line) = lines.next() {
+        // A file is a line "`registries/<file>`..." followed by a ```hocon block.
+        let Some(rest) = line.strip_prefix("`registries/") else { continue };
+        let Some((file, _)) = rest.split_once('`') else { continue };
+        assert_eq!(lines.next(), Some(""));
+        assert_eq!(lines.next(), Some("```hocon"));
+        let body: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+        fs::write(d.path().join(file), body.join("\n")).unwrap();
+        written.push(file.to_string());
+    }
+    assert_eq!(written, ["manifest.hocon", "llm.hocon", "support.hocon"]);
+    let (r, report) = Registry::load(d.path());
+    assert!(report.errors.is_empty(), "{:#?}", report.errors);
+    let n = r.get("support").unwrap();
+    assert_eq!(n.front_man().tools, [ToolRef::Local("order_desk".into()), ToolRef::External("memory".into())]);
+    assert_eq!(n.front_man().allow_upstream_sly_data, BTreeSet::from(["ticket_id".to_string()]));
+    let desk = n.agent("order_desk").unwrap();
+    assert_eq!(desk.function.parameters.as_ref().unwrap()["required"], json!(["question"]));
+    let cfg = n.effective_llm_config(desk).unwrap();
+    assert_eq!((cfg.model_name.as_deref(), cfg.temperature), (Some("gpt-4o-mini"), Some(0.0)));
+    assert_eq!(cfg.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+    // The fragment kept for substitution is the only warning.
+    assert_eq!(report.warnings, ["support.hocon: lookup_call: not used by this server, ignored"]);
+}
