@@ -251,6 +251,12 @@ impl AgentNetwork {
             .collect()
     }
 
+    /// Agents this server cannot run (Python `class` and `toolbox` tools).
+    /// The rest of the network works; a call reaching one of these fails.
+    pub fn unsupported_agents(&self) -> Vec<&str> {
+        self.agents.iter().filter(|a| !a.is_runnable()).map(|a| a.name.as_str()).collect()
+    }
+
     /// The networks this one calls (`/name` references), each once.
     pub fn external_references(&self) -> BTreeSet<&str> {
         self.agents

@@ -348,6 +348,17 @@ pub fn memory_network() -> AgentNetwork {
             description: "I answer from your memory and remember what you tell me: facts about people, projects and \
                 things, what was true when, and what changed."
                 .to_string(),
+            // Other networks call this one as `/memory`: their LLM needs to know what to pass.
+            parameters: Some(json!({
+                "type": "object",
+                "properties": {
+                    "inquiry": {
+                        "type": "string",
+                        "description": "What to remember, or the question to answer from memory."
+                    }
+                },
+                "required": ["inquiry"]
+            })),
             ..FunctionSpec::default()
         },
         instructions: Some(MEMORY_INSTRUCTIONS.to_string()),

@@ -112,6 +112,13 @@ fn substitutions_in_strings_and_concatenations() {
 }
 
 #[test]
+fn optional_substitution_in_a_string_adds_nothing_but_keeps_the_spaces() {
+    assert_eq!(parse("a = \"x\" ${?nope} \"y\""), json!({"a": "x  y"}));
+    // Only optional pieces, all missing: the field is gone.
+    assert_eq!(parse("a = ${?nope} ${?nope}\nb = 1"), json!({"b": 1}));
+}
+
+#[test]
 fn substitution_of_objects_and_arrays_concatenates() {
     let v = parse("base { a = 1 }\nmore { b = 2 }\nboth = ${base} ${more}\nxs = [1]\nys = ${xs} [2]\n");
     assert_eq!(v["both"], json!({"a": 1, "b": 2}));
@@ -254,6 +261,15 @@ mod includes {
         .unwrap();
         let v = parse_file(&d.path().join("main.hocon"), &Options::default()).unwrap();
         assert_eq!(v, json!({"shared": {"a": 1, "b": 2}, "text": "from frag", "use": "from frag"}));
+    }
+
+    #[test]
+    fn root_include_with_a_comma_before_the_braces() {
+        let d = dir();
+        fs::write(d.path().join("frag.hocon"), "{ shared = \"text\" }").unwrap();
+        fs::write(d.path().join("main.hocon"), "include \"frag.hocon\",\n{ a = ${shared} }").unwrap();
+        let v = parse_file(&d.path().join("main.hocon"), &Options::default()).unwrap();
+        assert_eq!(v, json!({"shared": "text", "a": "text"}));
     }
 
     #[test]

@@ -71,7 +71,9 @@ fn the_memory_network() {
     );
     assert_eq!(n.agent("recall").unwrap().function.parameters.as_ref().unwrap()["required"], json!(["question"]));
     assert_eq!(n.agent("history").unwrap().function.parameters.as_ref().unwrap()["required"], json!(["subject"]));
-    // The built-in network passes the same checks as a file would.
+    // Callable from other networks: it says what to pass.
+    assert_eq!(n.function().parameters.as_ref().unwrap()["required"], json!(["inquiry"]));
+    assert!(n.unsupported_agents().is_empty());
     let connectivity = n.connectivity();
     assert_eq!(connectivity.len(), 6);
     assert_eq!(connectivity[1].display_as, "coded_tool");
@@ -145,6 +147,7 @@ fn music_uses_includes_and_substitutions() {
     let accountant = n.agent("Accountant").unwrap();
     assert_eq!(accountant.kind, AgentKind::CodedTool { class: "accountant.Accountant".into() });
     assert!(!accountant.is_runnable());
+    assert_eq!(n.unsupported_agents(), ["Accountant"]);
     let warnings = report.warnings.join("\n");
     assert!(warnings.contains("music.hocon: tools[2].class: Python tools cannot run on this server"), "{warnings}");
     assert!(
