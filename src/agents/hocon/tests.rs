@@ -126,6 +126,13 @@ fn substitution_of_objects_and_arrays_concatenates() {
 }
 
 #[test]
+fn substituted_object_extended_in_place() {
+    // neuro-san files write `"function": ${aaosa_call}{ "description": ... }`.
+    let v = parse("call { description = generic, parameters { type = object } }\nf = ${call}{ description = own }\n");
+    assert_eq!(v["f"], json!({"description": "own", "parameters": {"type": "object"}}));
+}
+
+#[test]
 fn substitution_through_a_substituted_prefix() {
     let v = parse("a = ${b}\nb { c { d = 1 } }\ne = ${a.c.d}\n");
     assert_eq!(v["e"], json!(1));

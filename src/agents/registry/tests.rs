@@ -141,6 +141,14 @@ fn music_uses_includes_and_substitutions() {
     let own = n.effective_llm_config(historian).unwrap();
     assert_eq!((own.model_name.as_deref(), own.temperature), (Some("gpt-4o"), Some(0.7)));
     assert_eq!(own.api_key_env.as_deref(), Some("TEMPORA_TEST_LLM_KEY"));
+    // A substituted function extended in place, and a three-part concatenation.
+    let critic = n.agent("critic").unwrap();
+    assert_eq!(critic.function.description, "Reviews albums.");
+    assert_eq!(critic.function.parameters.as_ref().unwrap()["required"], json!(["question"]));
+    assert_eq!(
+        critic.instructions.as_deref(),
+        Some("Be fair. Review the album asked about. \nWhen a question is outside what you know, ask your tools before answering.")
+    );
     // The map form of allow.to_upstream.sly_data.
     assert_eq!(n.front_man().allow_upstream_sly_data, BTreeSet::from(["running_cost".to_string()]));
     // The coded tool loads, flagged.
@@ -149,7 +157,7 @@ fn music_uses_includes_and_substitutions() {
     assert!(!accountant.is_runnable());
     assert_eq!(n.unsupported_agents(), ["Accountant"]);
     let warnings = report.warnings.join("\n");
-    assert!(warnings.contains("music.hocon: tools[2].class: Python tools cannot run on this server"), "{warnings}");
+    assert!(warnings.contains("music.hocon: tools[3].class: Python tools cannot run on this server"), "{warnings}");
     assert!(
         warnings.contains("music.hocon: tools[0].structure_formats: not used by this server, ignored"),
         "{warnings}"
