@@ -147,7 +147,10 @@ fn music_uses_includes_and_substitutions() {
     assert_eq!(critic.function.parameters.as_ref().unwrap()["required"], json!(["question"]));
     assert_eq!(
         critic.instructions.as_deref(),
-        Some("Be fair. Review the album asked about. \nWhen a question is outside what you know, ask your tools before answering.")
+        Some(concat!(
+            "Be fair. Review the album asked about. \n",
+            "When a question is outside what you know, ask your tools before answering."
+        ))
     );
     // The map form of allow.to_upstream.sly_data.
     assert_eq!(n.front_man().allow_upstream_sly_data, BTreeSet::from(["running_cost".to_string()]));
