@@ -505,6 +505,11 @@ impl Check<'_> {
         for (i, item) in items.iter().enumerate() {
             let field = format!("tools[{i}]");
             let Some(agent) = self.agent(item, &field, i == 0) else { continue };
+            // A missing name is reported already; two of them are not duplicates.
+            if agent.name.is_empty() {
+                agents.push(agent);
+                continue;
+            }
             if let Some(first) = seen.insert(agent.name.clone(), i) {
                 self.err(&join(&field, "name"), format!("duplicate agent name '{}' (also tools[{first}])", agent.name));
             }

@@ -178,6 +178,10 @@ fn error_names_missing_invalid_duplicate() {
         helper("front")
     ]}));
     has(&e, "registries/net.hocon: tools[1].name: required");
+    let nameless = json!({"function": {"description": "d"}, "instructions": "x"});
+    let two = errors(json!({"tools": [front(json!({})), nameless.clone(), nameless]}));
+    assert_eq!(two.len(), 2, "{two:?}");
+    assert!(!two.iter().any(|l| l.contains("duplicate agent name ''")), "{two:?}");
     has(
         &e,
         "registries/net.hocon: tools[2].name: invalid agent name 'has space': only letters, digits, '_' and '-' \
