@@ -76,6 +76,16 @@ pub struct FileConfig {
     pub connectors: crate::connectors::config::FileConnectors,
     #[serde(default)]
     pub monitor: crate::monitor::FileMonitor,
+    #[serde(default)]
+    pub agents: FileAgents,
+}
+
+/// `[agents]`: agent networks served by the NeuroSan API (docs/agents.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileAgents {
+    /// The directory holding `manifest.hocon` and the network files.
+    pub dir: Option<PathBuf>,
 }
 
 /// `[mcp]`: the MCP endpoint at `/mcp`.
@@ -182,6 +192,9 @@ pub struct Config {
     pub mcp_allowed_origins: Vec<String>,
     /// `[connectors]`.
     pub connectors: crate::connectors::config::ConnectorSettings,
+    /// `[agents] dir`: agent network files; `None` serves the built-in
+    /// `memory` network only.
+    pub agents_dir: Option<PathBuf>,
     /// `[monitor]`: alert rule defaults and the background interval.
     pub monitor: crate::monitor::MonitorConfig,
 }
@@ -284,7 +297,12 @@ impl Config {
         let embeddings = crate::embed::EmbeddingsConfig::resolve(file_cfg.embeddings, env)?;
         let connectors = crate::connectors::config::ConnectorSettings::resolve(file_cfg.connectors.clone(), env)?;
         let monitor = crate::monitor::MonitorConfig::resolve(file_cfg.monitor, env)?;
+        let agents_dir = env("TEMPORA_AGENTS_DIR")
+            .filter(|v| !v.trim().is_empty())
+            .map(PathBuf::from)
+            .or(file_cfg.agents.dir.clone());
         let cfg = Config {
+            agents_dir,
             connectors,
             monitor,
             mcp_allowed_origins,

@@ -14,6 +14,7 @@ pub mod http;
 pub mod json;
 pub mod llm;
 pub mod mcp;
+pub mod neurosan;
 pub mod memory;
 pub mod metrics;
 pub mod monitor;

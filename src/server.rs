@@ -74,7 +74,15 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     }
     let schedule_task =
         tokio::spawn(crate::connectors::schedule::run(Arc::clone(&connectors), memory.clone(), stop_rx.clone()));
+    let agents = {
+        let dir = cfg.agents_dir.clone();
+        let (registry, report) = tokio::task::spawn_blocking(move || crate::agents::Registry::new(dir)).await?;
+        log_agents(&report);
+        registry
+    };
+    let hangup_task = tokio::spawn(reload_on_hangup(agents.clone(), stop_rx.clone()));
     let state = AppState {
+        agents,
         connectors,
         memory,
         auth: Arc::new(Auth::new(&cfg.auth)),
@@ -146,6 +154,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     }
     drop(state);
     let _ = schedule_task.await;
+    let _ = hangup_task.await;
     if let Some(worker) = embedder {
         tracing::info!("stopping the embedding worker");
         worker.stop().await;
@@ -157,6 +166,42 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     tokio::task::spawn_blocking(move || closing.close()).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+fn log_agents(report: &crate::agents::ReloadReport) {
+    for e in &report.errors {
+        tracing::error!(file = %e.file, error = %e.message, "agent network not loaded");
+    }
+    for w in &report.warnings {
+        tracing::warn!(warning = %w, "agent network");
+    }
+    tracing::info!(networks = ?report.loaded, "agent networks loaded");
+}
+
+/// SIGHUP reloads the agent networks (the files are read again and the new
+/// set swapped in whole; see `crate::agents::registry`).
+async fn reload_on_hangup(registry: crate::agents::Registry, mut stop: watch::Receiver<bool>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
+        loop {
+            let hangup = tokio::select! {
+                got = hup.recv() => got.is_some(),
+                _ = stop.wait_for(|s| *s) => false,
+            };
+            if !hangup {
+                return;
+            }
+            let r = registry.clone();
+            match tokio::task::spawn_blocking(move || r.reload()).await {
+                Ok(report) => log_agents(&report),
+                Err(e) => tracing::error!(error = %e, "reloading the agent networks failed"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (registry, stop.wait_for(|s| *s).await);
 }
 
 /// Resolves on SIGINT or SIGTERM. The handlers are installed when this is

@@ -47,6 +47,8 @@ pub struct AppState {
     pub mcp_allowed_origins: Arc<Vec<String>>,
     /// The full-text recall index (`/api/search`).
     pub search: crate::search::Search,
+    /// Agent networks served by the NeuroSan API (`/api/v1`).
+    pub agents: crate::agents::Registry,
     /// Connector pulls and their schedule (`/api/connectors`).
     pub connectors: Arc<crate::connectors::schedule::Runtime>,
     pub sse_subscribers: Arc<AtomicUsize>,
@@ -77,6 +79,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/connectors/{name}/pull", post(connectors::pull))
         .route("/api/search", get(search::search_get).post(search::search_post))
         .route("/api/session", post(session::login).delete(session::logout))
+        .route("/api/v1/list", get(crate::neurosan::http::list))
+        .route("/api/v1/docs", get(crate::neurosan::http::docs))
+        .route("/api/v1/{*rest}", get(crate::neurosan::http::agent_get))
         .route("/api/stream", get(stream::stream))
         // Monitoring: alerts and reports (docs/monitoring.md).
         .route("/api/alerts", get(alerts::list))
