@@ -4,6 +4,19 @@
 
 use serde::de::{Deserialize, Deserializer};
 
+/// A JSON value's kind as a message names it ("an array", "null").
+pub fn kind_name(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// For optional body fields whose schema does not allow `null`: absent means
 /// `None` (with `#[serde(default)]`), present must be a value; `null` is an
 /// error naming the field.

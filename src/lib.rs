@@ -6,6 +6,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod civil;
 pub mod config;
 pub mod connectors;
 pub mod digest;

@@ -5,22 +5,12 @@
 //! directory of a newer format is refused with a clear message and left as
 //! it was.
 
+mod common;
+
+use common::copy_dir;
 use std::path::{Path, PathBuf};
 use tempora_storage::kv::{Keyspace, OrderedKv, SledKv, WriteBatch};
 use tempora_storage::*;
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 fn fixture() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();

@@ -7,6 +7,7 @@
 //! one edit can fix them. Keys this server does not use are ignored with a
 //! warning: neuro-san files carry keys for features that live in Python.
 
+use crate::json::kind_name;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::path::PathBuf;
@@ -294,7 +295,7 @@ impl AgentNetwork {
             c.err("", format!("invalid network name '{name}': {message}"));
         }
         let Some(root) = value.as_object() else {
-            c.err("", format!("expected an object at the root, got {}", kind_of(value)));
+            c.err("", format!("expected an object at the root, got {}", kind_name(value)));
             return Err(c.errors);
         };
         let mut metadata = NetworkMetadata::default();
@@ -353,16 +354,6 @@ pub fn validate_agent_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
 
 fn join(prefix: &str, key: &str) -> String {
     if prefix.is_empty() {
@@ -393,7 +384,7 @@ impl Check<'_> {
     }
 
     fn expected(&mut self, field: &str, what: &str, got: &Value) {
-        self.err(field, format!("expected {what}, got {}", kind_of(got)));
+        self.err(field, format!("expected {what}, got {}", kind_name(got)));
     }
 
     fn object<'v>(&mut self, v: &'v Value, field: &str) -> Option<&'v Map<String, Value>> {
@@ -669,7 +660,7 @@ impl Check<'_> {
                     format!(
                         "expected a string (an agent of this file, or /network), got {} (MCP tool definitions are not \
                          supported)",
-                        kind_of(item)
+                        kind_name(item)
                     ),
                 );
                 continue;

@@ -126,25 +126,13 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A registration request, checked.
-#[derive(Debug, Clone)]
-pub struct Registration {
-    pub name: String,
-    pub kind: String,
-    pub label: Option<String>,
-    pub url: Option<String>,
-    pub subject: Option<String>,
-    pub fields: FieldMap,
-    pub mask: Strategy,
-    pub confidence: Option<f64>,
-    pub every_secs: Option<u64>,
-}
-
-impl Registration {
-    /// Checks everything that does not need the network. `kind` defaults to
-    /// `pull` when a schedule is given and `webhook` otherwise.
+impl Connector {
+    /// The connector a registration asks for, checked in everything that
+    /// does not need the network (its times are set when it is stored).
+    /// `kind` defaults to `pull` when a schedule is given and `webhook`
+    /// otherwise.
     #[allow(clippy::too_many_arguments)]
-    pub fn check(
+    pub fn checked(
         name: String,
         kind: Option<String>,
         label: Option<String>,
@@ -155,7 +143,7 @@ impl Registration {
         confidence: Option<f64>,
         every_secs: Option<i64>,
         min_every_secs: u64,
-    ) -> Result<Registration, String> {
+    ) -> Result<Connector, String> {
         check_name(&name)?;
         let kind = kind.unwrap_or_else(|| if every_secs.is_some() { "pull" } else { "webhook" }.to_string());
         if !KINDS.contains(&kind.as_str()) {
@@ -189,7 +177,19 @@ impl Registration {
                 return Err(format!("confidence must be within [0, 1], got {c}"));
             }
         }
-        Ok(Registration { name, kind, label, url, subject, fields, mask, confidence, every_secs })
+        Ok(Connector {
+            name,
+            kind,
+            label,
+            url,
+            subject,
+            fields,
+            mask,
+            confidence,
+            every_secs,
+            created_at: 0,
+            updated_at: 0,
+        })
     }
 }
 
@@ -278,22 +278,9 @@ pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Connector>, EngineError
 /// The write that makes the stored settings equal `r`: changed settings
 /// are asserted (superseding the old value), settings no longer given are
 /// retracted, unchanged ones are left alone. Empty when nothing changed.
-pub fn register_ops(engine: &Engine, tenant: &str, r: &Registration) -> Result<Vec<WriteOp>, EngineError> {
-    let current = settings(engine, tenant, &r.name)?;
-    let wanted = Connector {
-        name: r.name.clone(),
-        kind: r.kind.clone(),
-        label: r.label.clone(),
-        url: r.url.clone(),
-        subject: r.subject.clone(),
-        fields: r.fields.clone(),
-        mask: r.mask,
-        confidence: r.confidence,
-        every_secs: r.every_secs,
-        created_at: 0,
-        updated_at: 0,
-    };
-    let entity = Connector::entity(&r.name);
+pub fn register_ops(engine: &Engine, tenant: &str, wanted: &Connector) -> Result<Vec<WriteOp>, EngineError> {
+    let current = settings(engine, tenant, &wanted.name)?;
+    let entity = Connector::entity(&wanted.name);
     let mut ops = Vec::new();
     for p in SETTINGS {
         let v = wanted.setting(p);

@@ -14,6 +14,7 @@
 //! A record longer than the limit is skipped (its bytes are scanned, not
 //! kept) and reported as an error.
 
+use crate::json::kind_name;
 use serde_json::{Map, Value};
 
 /// One record cut from the body: its 1-based number, the line it starts on,
@@ -293,21 +294,11 @@ fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, String> {
     match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(Value::Array(_)) => Err("a record must be a JSON object, got an array".into()),
-        Ok(other) => Err(format!("a record must be a JSON object, got {}", kind(&other))),
+        Ok(other) => Err(format!("a record must be a JSON object, got {}", kind_name(&other))),
         Err(e) => Err(format!("not valid JSON: {e}")),
     }
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
 
 #[cfg(test)]
 mod tests {

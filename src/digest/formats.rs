@@ -3,6 +3,7 @@
 //! map of field to value, or the reason the record could not be read.
 //! Nothing here masks or validates names; `super` does.
 
+use crate::json::kind_name;
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,23 +63,13 @@ pub fn json(content: &str) -> Result<Vec<Record>, String> {
             .into_iter()
             .map(|v| match v {
                 Value::Object(o) => Record::ok(None, o),
-                other => Record::err(None, format!("not a JSON object but {}", kind(&other))),
+                other => Record::err(None, format!("not a JSON object but {}", kind_name(&other))),
             })
             .collect()),
-        other => Err(format!("a JSON document must be an object or an array of objects, not {}", kind(&other))),
+        other => Err(format!("a JSON document must be an object or an array of objects, not {}", kind_name(&other))),
     }
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
 
 /// JSON Lines: each line that is not blank is one record.
 pub fn jsonl(content: &str) -> Vec<Record> {
@@ -88,7 +79,7 @@ pub fn jsonl(content: &str) -> Vec<Record> {
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| match serde_json::from_str::<Value>(l) {
             Ok(Value::Object(o)) => Record::ok(Some(i + 1), o),
-            Ok(other) => Record::err(Some(i + 1), format!("not a JSON object but {}", kind(&other))),
+            Ok(other) => Record::err(Some(i + 1), format!("not a JSON object but {}", kind_name(&other))),
             Err(e) => Record::err(Some(i + 1), format!("not valid JSON: {e}")),
         })
         .collect()

@@ -651,7 +651,7 @@ pub fn parse_date(s: &str) -> Option<i64> {
     if !(1..=12).contains(&m) || d == 0 || d > days_in_month(y, m) {
         return None;
     }
-    Some(days_from_civil(y, m, d))
+    Some(crate::civil::days_from_civil(y, m, d))
 }
 
 fn days_in_month(y: i64, m: u32) -> u32 {
@@ -663,32 +663,9 @@ fn days_in_month(y: i64, m: u32) -> u32 {
     }
 }
 
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m as i64 + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    (y, m, d)
-}
-
 /// `YYYY-MM-DD` moved by `days`; `None` if it leaves years 0000-9999.
 pub fn shift_date(s: &str, days: i64) -> Option<String> {
-    let (y, m, d) = civil_from_days(parse_date(s)? + days);
+    let (y, m, d) = crate::civil::civil_from_days(parse_date(s)? + days);
     (0..=9999).contains(&y).then(|| format!("{y:04}-{m:02}-{d:02}"))
 }
 

@@ -425,3 +425,17 @@ fn parse_block(block: &str) -> Option<Frame> {
     let data: Value = serde_json::from_str(&joined).unwrap_or_else(|e| panic!("frame data is not JSON ({e}): {joined}"));
     Some(Frame::Event { id, data })
 }
+
+/// Copies a directory tree (fixtures into a test's temporary directory).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
