@@ -1,14 +1,15 @@
 //! The NeuroSan-compatible agent server: neuro-san's HTTP API (and, to come,
 //! its gRPC services) over the agent networks of `crate::agents`.
 //!
-//! Served now: `GET /api/v1/list`, `GET /api/v1/{agent}/function`,
-//! `GET /api/v1/{agent}/connectivity` and the API's own document at
-//! `GET /api/v1/docs`. Networks reload on SIGHUP. `streaming_chat` (the
-//! agents' turns, stored as conversations in memory) is not served yet;
-//! `commands` is the grammar its model-free `memory` front man will read.
+//! - [`wire`]: the chat messages as they travel (the API's JSON).
+//! - [`turn`]: one chat turn, run once for HTTP and gRPC.
+//! - [`commands`]: the grammar of the model-free `memory` front man.
+//! - [`http`]: the `/api/v1` routes.
 
 pub mod commands;
 pub mod http;
+pub mod turn;
+pub mod wire;
 
 /// neuro-san's OpenAPI document, served at `/api/v1/docs`.
 pub const SPEC: &str = include_str!("../../api/neuro-san.openapi.json");
