@@ -4,7 +4,8 @@
 
 FROM rust:1-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
+COPY proto ./proto
 COPY storage ./storage
 COPY migrations ./migrations
 COPY api ./api

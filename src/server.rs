@@ -106,6 +106,13 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         }
     };
     let http_local = http.as_ref().map(|l| l.local_addr()).transpose()?;
+    let grpc = match cfg.grpc_addr {
+        Listen::Off => None,
+        Listen::At(addr) => Some(
+            tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen for gRPC on {addr}"))?,
+        ),
+    };
+    let grpc_local = grpc.as_ref().map(|l| l.local_addr()).transpose()?;
     tracing::info!(
         data_dir = %cfg.data_dir.display(),
         format_found = engine.format_found(),
@@ -114,11 +121,15 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         tenants = engine.tenants().len(),
         mode = if state.auth.is_open() { "open" } else { "keyed" },
         http = %http_local.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
+        grpc = %grpc_local.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
         "tempora started"
     );
     if let Some(a) = http_local {
         // Tests and scripts read the bound address (port 0 picks a free one).
         tracing::info!("http listening on {a}");
+    }
+    if let Some(a) = grpc_local {
+        tracing::info!("grpc listening on {a}");
     }
 
     // Alert evaluation and scheduled reports, every [monitor] interval_secs.
@@ -136,15 +147,33 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         })
     });
 
+    let grpc_server = grpc.map(|listener| {
+        let mut stop = stop_tx.subscribe();
+        let stopping = async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        };
+        tokio::spawn(crate::neurosan::grpc::serve(listener, state.clone(), stopping))
+    });
+
     shutdown.await;
     tracing::info!("shutting down: draining requests");
     let _ = stop_tx.send(true);
+    // Both listeners drain at once, within the same 30 s.
+    let drain_deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     if let Some(server) = server {
-        match tokio::time::timeout(std::time::Duration::from_secs(30), server).await {
+        match tokio::time::timeout_at(drain_deadline, server).await {
             Ok(Ok(Ok(()))) => {}
             Ok(Ok(Err(e))) => tracing::error!(error = %e, "http server error"),
             Ok(Err(e)) => tracing::error!(error = %e, "http server task failed"),
             Err(_) => tracing::warn!("requests still running after 30 s; stopping anyway"),
+        }
+    }
+    if let Some(server) = grpc_server {
+        match tokio::time::timeout_at(drain_deadline, server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::error!(error = %e, "grpc server error"),
+            Ok(Err(e)) => tracing::error!(error = %e, "grpc server task failed"),
+            Err(_) => tracing::warn!("grpc calls still running after 30 s; stopping anyway"),
         }
     }
     if let Some(task) = monitor_task {

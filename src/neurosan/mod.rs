@@ -1,12 +1,16 @@
-//! The NeuroSan-compatible agent server: neuro-san's HTTP API (and, to come,
-//! its gRPC services) over the agent networks of `crate::agents`.
+//! The NeuroSan-compatible agent server: neuro-san's HTTP API and its gRPC
+//! services over the agent networks of `crate::agents`.
 //!
 //! - [`wire`]: the chat messages as they travel (the API's JSON).
 //! - [`turn`]: one chat turn, run once for HTTP and gRPC.
 //! - [`commands`]: the grammar of the model-free `memory` front man.
 //! - [`http`]: the `/api/v1` routes.
+//! - [`grpc`]: `ConciergeService`, the agent service routed by agent name
+//!   (`/{agent}.AgentService/...`), health and reflection on the gRPC
+//!   listener; protobuf converted to and from [`wire`].
 
 pub mod commands;
+pub mod grpc;
 pub mod http;
 pub mod turn;
 pub mod wire;

@@ -40,6 +40,8 @@ pub fn year(y: i64) -> i64 {
 pub struct Server {
     child: Option<Child>,
     pub base: String,
+    /// `host:port` of the gRPC listener, when started with one.
+    pub grpc: Option<String>,
     pub data_dir: PathBuf,
     pub log: Arc<Mutex<Vec<String>>>,
 }
@@ -48,10 +50,25 @@ impl Server {
     /// Starts a server on `data_dir` with only the given `TEMPORA_*`
     /// variables set (any inherited ones are removed).
     pub fn start(data_dir: &Path, env: &[(&str, &str)]) -> Server {
+        Server::launch(data_dir, env, false)
+    }
+
+    /// Like [`Server::start`], with the gRPC listener on a free port too
+    /// ([`Server::grpc`]).
+    pub fn start_with_grpc(data_dir: &Path, env: &[(&str, &str)]) -> Server {
+        Server::launch(data_dir, env, true)
+    }
+
+    fn launch(data_dir: &Path, env: &[(&str, &str)], grpc: bool) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tempora"));
-        cmd.args(["serve", "--data-dir"])
-            .arg(data_dir)
-            .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "off", "--tcp-addr", "off"]);
+        cmd.args(["serve", "--data-dir"]).arg(data_dir).args([
+            "--http-addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
+            if grpc { "127.0.0.1:0" } else { "off" },
+            "--tcp-addr",
+            "off",
+        ]);
         for (k, _) in std::env::vars() {
             if k.starts_with("TEMPORA_") {
                 cmd.env_remove(k);
@@ -75,14 +92,17 @@ impl Server {
             }
         });
         let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
+        let listening = |line: &str, what: &str| {
+            line.split(what).nth(1).map(|rest| {
+                rest.chars().take_while(|c| c.is_ascii_digit() || matches!(c, '.' | ':' | '[' | ']')).collect::<String>()
+            })
+        };
+        let (mut addr, mut grpc_addr) = (None, None);
+        while addr.is_none() || (grpc && grpc_addr.is_none()) {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(line) => {
-                    if let Some(rest) = line.split("http listening on ").nth(1) {
-                        let addr: String =
-                            rest.chars().take_while(|c| c.is_ascii_digit() || matches!(c, '.' | ':' | '[' | ']')).collect();
-                        break addr;
-                    }
+                    addr = addr.or_else(|| listening(&line, "http listening on "));
+                    grpc_addr = grpc_addr.or_else(|| listening(&line, "grpc listening on "));
                 }
                 Err(_) => {
                     let _ = child.kill();
@@ -90,8 +110,9 @@ impl Server {
                     panic!("server did not report its port ({status:?}); stderr:\n{}", log.lock().unwrap().join("\n"));
                 }
             }
-        };
-        Server { child: Some(child), base: format!("http://{addr}"), data_dir: data_dir.to_path_buf(), log }
+        }
+        let addr = addr.expect("read above");
+        Server { child: Some(child), base: format!("http://{addr}"), grpc: grpc_addr, data_dir: data_dir.to_path_buf(), log }
     }
 
     pub fn url(&self, path: &str) -> String {

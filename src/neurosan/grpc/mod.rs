@@ -1,0 +1,87 @@
+//! neuro-san's gRPC API on the gRPC listener (`--grpc-addr`, default
+//! `127.0.0.1:30011`):
+//!
+//! - `ConciergeService/List` at
+//!   `/dev.cognizant_ai.neuro_san.api.grpc.concierge.ConciergeService/List`;
+//! - the agent service routed by agent name:
+//!   `/{agent_name}.AgentService/{Function|Connectivity|StreamingChat}`
+//!   (names may contain `/`; an unknown network answers UNIMPLEMENTED);
+//! - `grpc.health.v1.Health` and server reflection (`grpc.reflection.v1`
+//!   and `v1alpha`).
+//!
+//! The messages are the project's own protos (`proto/neuro_san/...`,
+//! compiled by `build.rs`). The answers are those of the HTTP routes, and a
+//! chat turn is the same [`crate::neurosan::turn`]. The caller is resolved
+//! from the metadata exactly as over HTTP (`authorization: Bearer <key>`,
+//! `x-tempora-tenant` for admins); health and reflection need no key.
+
+pub mod convert;
+pub mod routing;
+pub mod structs;
+
+use crate::http::AppState;
+use std::future::Future;
+use tonic_health::ServingStatus;
+
+/// The generated messages (and client stubs), one module per proto package.
+pub mod pb {
+    pub mod mime_data {
+        include!(concat!(env!("OUT_DIR"), "/dev.cognizant_ai.neuro_san.api.grpc.mime_data.rs"));
+    }
+    pub mod chat {
+        include!(concat!(env!("OUT_DIR"), "/dev.cognizant_ai.neuro_san.api.grpc.chat.rs"));
+    }
+    pub mod concierge {
+        include!(concat!(env!("OUT_DIR"), "/dev.cognizant_ai.neuro_san.api.grpc.concierge.rs"));
+    }
+    pub mod agent {
+        include!(concat!(env!("OUT_DIR"), "/dev.cognizant_ai.neuro_san.api.grpc.agent.rs"));
+    }
+}
+
+/// The encoded `FileDescriptorSet` of the protos (with their imports), for
+/// reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/neuro_san_descriptor.bin"));
+
+pub use routing::{AGENT_SERVICE, CONCIERGE_SERVICE};
+
+/// Serves the gRPC API on `listener` until `shutdown` resolves, then lets
+/// the calls in flight finish (the caller bounds how long it waits).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    for name in [CONCIERGE_SERVICE, AGENT_SERVICE] {
+        health.set_service_status(name, ServingStatus::Serving).await;
+    }
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .expect("the built-in descriptor sets are valid");
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .expect("the built-in descriptor sets are valid");
+
+    let max_in_flight = state.limits.max_in_flight;
+    // Health and reflection are routed by their service names; every other
+    // path (the concierge, the agents, anything unknown) goes to NeuroSan.
+    let mut builder = tonic::service::Routes::builder();
+    builder.add_service(health_service).add_service(reflection_v1).add_service(reflection_v1alpha);
+    let router = builder.routes().into_axum_router().fallback_service(routing::NeuroSan::new(state));
+    let routes = tonic::service::Routes::from(router);
+
+    tonic::transport::Server::builder()
+        .concurrency_limit_per_connection(max_in_flight)
+        .load_shed(true)
+        .serve_with_incoming_shutdown(
+            routes.prepare(),
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            shutdown,
+        )
+        .await
+}
