@@ -400,6 +400,8 @@ async fn a_failing_or_looping_model_ends_the_stream_with_an_error() {
     let (_tmp, server) = serve_networks(&[
         ("failing", front_man(url, "fail-500", &[], "")),
         ("looping", front_man(url, "agent-loop", &["/memory"], "")),
+        ("bounded", front_man(url, "agent-loop", &["/memory"], "").replacen('{', "{ \"max_iterations\": 3,", 1)),
+        ("hasty", front_man(url, "agent-slow-loop", &["/memory"], "").replacen('{', "{ \"max_execution_seconds\": 1,", 1)),
         ("no_model", "{ \"tools\": [ { \"name\": \"front\", \"function\": { \"description\": \"d\" }, \"instructions\": \"i\" } ] }".to_string()),
     ]);
     let api = Api::new(&server, None);
@@ -417,6 +419,18 @@ async fn a_failing_or_looping_model_ends_the_stream_with_an_error() {
     let e = r.error().unwrap_or_else(|| panic!("{:?}", r.lines));
     assert!(e.contains("did not answer within 20 model calls"), "{e}");
     assert_eq!(fake.requests().len() - before, 20, "bounded by the iteration limit");
+
+    let before = fake.requests().len();
+    let r = chat(&api, "bounded", say("hello")).await;
+    assert!(r.error().unwrap().contains("did not answer within 3 model calls"), "{:?}", r.lines);
+    assert_eq!(fake.requests().len() - before, 3, "the network's max_iterations");
+
+    let r = chat(&api, "hasty", say("hello")).await;
+    assert!(
+        r.error().unwrap().contains("did not finish within 1 s"),
+        "the network's max_execution_seconds: {:?}",
+        r.lines
+    );
 
     let r = chat(&api, "no_model", say("hello")).await;
     let e = r.error().unwrap_or_else(|| panic!("{:?}", r.lines));
@@ -483,12 +497,8 @@ async fn with_a_model_the_memory_front_man_calls_its_tools() {
     assert_eq!(facts.len(), 1, "remembered in the caller's tenant, whatever namespace the model named");
     assert_eq!(facts[0]["source"], format!("Conversation:{}", conversation_id(&r.context())));
     let requests = fake.requests();
-    let offered: Vec<&str> = requests[0].body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let offered: Vec<&str> =
+        requests[0].body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     assert_eq!(offered, ["remember", "recall", "build_context", "history", "whats_changed"]);
     assert!(requests[0].body["messages"][0]["content"].as_str().unwrap().starts_with("You are the caller's memory"));
 }

@@ -6,7 +6,8 @@
 //! fails tells the model why and the loop goes on; the model failing ends
 //! the turn.
 //!
-//! Bounds: [`MAX_ITERATIONS`] model calls per agent per call, [`MAX_DEPTH`]
+//! Bounds: [`MAX_ITERATIONS`] model calls per agent per call (or the
+//! network's `max_iterations`), [`MAX_DEPTH`]
 //! nested agent calls (networks may reference each other in a cycle), and
 //! the turn's deadline, enforced by the caller.
 
@@ -23,7 +24,8 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Model calls one agent may make in one call before it must answer.
+/// Model calls one agent may make in one call before it must answer,
+/// unless its network sets `max_iterations`.
 pub const MAX_ITERATIONS: usize = 20;
 /// Agents calling agents, counting the front man as 1.
 pub const MAX_DEPTH: usize = 6;
@@ -37,8 +39,8 @@ const MAX_TOOL_RESULT: usize = 32 * 1024;
 pub enum Failure {
     #[error("agent {agent}: {error}")]
     Model { agent: String, error: LlmError },
-    #[error("agent {agent} did not answer within {MAX_ITERATIONS} model calls")]
-    Looping { agent: String },
+    #[error("agent {agent} did not answer within {calls} model calls")]
+    Looping { agent: String, calls: usize },
     #[error("agent {agent} cannot run here: {why}")]
     NotRunnable { agent: String, why: String },
     #[error("{0}")]
@@ -119,7 +121,8 @@ impl<'a> Turn<'a> {
                 messages.push(json!({"role": role, "content": m.text}));
             }
             messages.push(json!({"role": "user", "content": input}));
-            for _ in 0..MAX_ITERATIONS {
+            let calls = network.max_iterations.map_or(MAX_ITERATIONS, |n| n as usize);
+            for _ in 0..calls {
                 let reply = self
                     .st
                     .llm
@@ -156,7 +159,7 @@ impl<'a> Turn<'a> {
                     messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": clip(&result)}));
                 }
             }
-            Err(Failure::Looping { agent: agent.name.clone() })
+            Err(Failure::Looping { agent: agent.name.clone(), calls })
         })
     }
 

@@ -23,7 +23,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// The longest a turn may run, model calls and nested agents included.
+/// The longest a turn may run, model calls and nested agents included,
+/// unless the network sets `max_execution_seconds`.
 pub const TURN_TIMEOUT: Duration = Duration::from_secs(300);
 /// Longest user message, in bytes.
 pub const MAX_USER_TEXT: usize = 64 * 1024;
@@ -103,12 +104,11 @@ async fn run(
         tokens_in: AtomicU64::new(0),
         tokens_out: AtomicU64::new(0),
     };
-    let answered = tokio::time::timeout(
-        TURN_TIMEOUT,
-        turn.front_man(network.clone(), &thread.messages, text.clone(), origin.clone(), 1),
-    )
-    .await
-    .unwrap_or_else(|_| Err(Failure::Memory(format!("the turn did not finish within {} s", TURN_TIMEOUT.as_secs()))));
+    let limit = network.max_execution_seconds.map_or(TURN_TIMEOUT, Duration::from_secs);
+    let answered =
+        tokio::time::timeout(limit, turn.front_man(network.clone(), &thread.messages, text.clone(), origin.clone(), 1))
+            .await
+            .unwrap_or_else(|_| Err(Failure::Memory(format!("the turn did not finish within {} s", limit.as_secs()))));
     let (tokens_in, tokens_out) = (turn.tokens_in.load(Ordering::Relaxed), turn.tokens_out.load(Ordering::Relaxed));
     if tokens_in + tokens_out > 0 {
         crate::monitor::usage::record_async(st.memory.engine().clone(), tenant.to_string(), tokens_in, tokens_out)

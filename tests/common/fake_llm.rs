@@ -326,7 +326,9 @@ async fn agent(behaviour: &str, req: &Value) -> Response {
             (None, _) => json!({"role": "assistant", "content": "Answer: no tools"}),
         },
         "remember" => match last["role"].as_str() {
-            Some("tool") => json!({"role": "assistant", "content": format!("Answer: {}", last["content"].as_str().unwrap_or(""))}),
+            Some("tool") => {
+                json!({"role": "assistant", "content": format!("Answer: {}", last["content"].as_str().unwrap_or(""))})
+            }
             _ => call(
                 "remember",
                 json!({"subject": "Person:zed", "predicate": "likes", "object": "Thing:jazz", "namespace": "elsewhere"}),
