@@ -81,7 +81,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/session", post(session::login).delete(session::logout))
         .route("/api/v1/list", get(crate::neurosan::http::list))
         .route("/api/v1/docs", get(crate::neurosan::http::docs))
-        .route("/api/v1/{*rest}", get(crate::neurosan::http::agent_get))
+        .route("/api/v1/{*rest}", get(crate::neurosan::http::agent_get).post(crate::neurosan::http::agent_post))
         .route("/api/stream", get(stream::stream))
         // Monitoring: alerts and reports (docs/monitoring.md).
         .route("/api/alerts", get(alerts::list))

@@ -1,13 +1,24 @@
 //! The NeuroSan-compatible agent server: neuro-san's HTTP API (and, to come,
 //! its gRPC services) over the agent networks of `crate::agents`.
 //!
+//! A write and a read through it: `POST /api/v1/memory/streaming_chat`
+//! ([`http`]) starts a [`turn`]; the turn continues the conversation its
+//! `chat_context` carries ([`conversation`]), runs the front man (the
+//! model-free grammar of [`frontman`] for `memory`, the tool-calling loop of
+//! [`think`] for agents with a model), stores the exchange as facts, and
+//! streams the messages back through [`emit`]'s filter.
+//!
 //! - [`wire`]: the chat messages as they travel (the API's JSON).
-//! - [`turn`]: one chat turn, run once for HTTP and gRPC.
 //! - [`commands`]: the grammar of the model-free `memory` front man.
-//! - [`http`]: the `/api/v1` routes.
+//! - [`tools`]: the `memory` network's tools, run for a tenant.
 
 pub mod commands;
+pub mod conversation;
+pub mod emit;
+pub mod frontman;
 pub mod http;
+pub mod think;
+pub mod tools;
 pub mod turn;
 pub mod wire;
 
