@@ -465,3 +465,30 @@ async fn a_client_that_goes_away_cancels_the_turn() {
     assert!(fake.requests().len() <= at_drop + 1, "model calls stopped: {} then {}", at_drop, fake.requests().len());
     assert!(api.list("predicate=in_conversation").await.is_empty(), "nothing stored for a cancelled turn");
 }
+
+#[tokio::test]
+async fn with_a_model_the_memory_front_man_calls_its_tools() {
+    let fake = FakeLlm::start();
+    let (_tmp, server) = fresh(&[
+        ("TEMPORA_AGENTS_MEMORY_MODEL", "agent-remember"),
+        ("TEMPORA_AGENTS_MEMORY_BASE_URL", &fake.base_url),
+        ALLOW_PRIVATE,
+        ("TEMPORA_TENANT_KEYS", "nas=nas-key-1"),
+    ]);
+    let api = Api::new(&server, Some(NAS_KEY));
+    let r = chat(&api, "memory", say("Zed is into jazz, keep that in mind")).await;
+    assert!(r.error().is_none(), "{:?}", r.lines);
+    assert!(r.text().starts_with("Answer: ") && r.text().contains("Thing:jazz"), "{}", r.text());
+    let facts = api.list("subject=Person:zed&predicate=likes").await;
+    assert_eq!(facts.len(), 1, "remembered in the caller's tenant, whatever namespace the model named");
+    assert_eq!(facts[0]["source"], format!("Conversation:{}", conversation_id(&r.context())));
+    let requests = fake.requests();
+    let offered: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["remember", "recall", "build_context", "history", "whats_changed"]);
+    assert!(requests[0].body["messages"][0]["content"].as_str().unwrap().starts_with("You are the caller's memory"));
+}

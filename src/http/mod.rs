@@ -49,6 +49,8 @@ pub struct AppState {
     pub search: crate::search::Search,
     /// Agent networks served by the NeuroSan API (`/api/v1`).
     pub agents: crate::agents::Registry,
+    /// The `memory` network's model, when the operator set one (`[agents]`).
+    pub memory_llm: Option<Arc<crate::agents::LlmConfig>>,
     /// Connector pulls and their schedule (`/api/connectors`).
     pub connectors: Arc<crate::connectors::schedule::Runtime>,
     pub sse_subscribers: Arc<AtomicUsize>,

@@ -73,10 +73,14 @@ impl<'a> Turn<'a> {
     ) -> Boxed<'b, Result<String, Failure>> {
         Box::pin(async move {
             let front = network.front_man();
-            match (&front.kind, network.effective_llm_config(front)) {
+            let is_memory = network.name == crate::agents::registry::MEMORY_NETWORK;
+            let model = network
+                .effective_llm_config(front)
+                .or_else(|| is_memory.then(|| self.st.memory_llm.as_deref().cloned()).flatten());
+            match (&front.kind, model) {
                 (AgentKind::Llm, Some(cfg)) => self.llm_agent(&network, front, &cfg, prior, input, origin, depth).await,
                 // The built-in memory network answers without a model.
-                _ if network.name == crate::agents::registry::MEMORY_NETWORK => {
+                _ if is_memory => {
                     let answer = frontman::answer(self.st, self.tenant, &input, self.now, self.source)
                         .await
                         .map_err(|e| Failure::Memory(e.message))?;

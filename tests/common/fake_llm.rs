@@ -19,6 +19,7 @@
 //! | `garbled-N`  | the first N requests of this model answer 200 with a body that is not JSON, later ones like `ok` |
 //! | `junk`       | 200, a well-formed completion whose content is prose ([`JUNK_CONTENT`]) |
 //! | `agent-first-tool` | a tool-calling agent: asks for the first offered tool with `{"inquiry": <last user message>}`; once a tool answered, answers `Answer: <tool result>` (with no tools: `Answer: no tools`) |
+//! | `agent-remember` | asks for `remember` with `Person:zed likes Thing:jazz` (and a `namespace` of `elsewhere`); once a tool answered, answers like `agent-first-tool` |
 //! | `agent-loop` | never answers: asks for the first offered tool (or `nothing`) every time |
 //! | `agent-slow-loop` | like `agent-loop`, waiting [`SLOW_STEP`] before each answer |
 //!
@@ -323,6 +324,13 @@ async fn agent(behaviour: &str, req: &Value) -> Response {
             }
             (Some(tool), _) => call(tool, json!({"inquiry": last_user})),
             (None, _) => json!({"role": "assistant", "content": "Answer: no tools"}),
+        },
+        "remember" => match last["role"].as_str() {
+            Some("tool") => json!({"role": "assistant", "content": format!("Answer: {}", last["content"].as_str().unwrap_or(""))}),
+            _ => call(
+                "remember",
+                json!({"subject": "Person:zed", "predicate": "likes", "object": "Thing:jazz", "namespace": "elsewhere"}),
+            ),
         },
         "loop" => call(first_tool.as_deref().unwrap_or("nothing"), json!({"inquiry": "again"})),
         "slow-loop" => {
