@@ -72,11 +72,8 @@ pub async fn answer(st: &AppState, tenant: &str, text: &str, now: i64, source: &
                 list(&mut out, &forgotten);
                 out
             };
-            steps.push(Step {
-                tool: "forget",
-                args: json!({"subject": subject, "predicate": predicate, "object": object}),
-                result: json!({"retracted": forgotten.iter().map(|f| f.id).collect::<Vec<_>>()}),
-            });
+            // No tool of the network retracts: the front man does it itself,
+            // so MAXIMAL shows no tool call for it.
             out
         }
         Command::About { entity } => {
@@ -93,8 +90,8 @@ pub async fn answer(st: &AppState, tenant: &str, text: &str, now: i64, source: &
                 out
             };
             steps.push(Step {
-                tool: "about",
-                args: json!({"entity": entity}),
+                tool: MemoryTool::Recall.name(),
+                args: json!({"subject": entity}),
                 result: json!({"facts": about, "pointing": pointing}),
             });
             out
