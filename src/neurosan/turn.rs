@@ -14,7 +14,7 @@
 use super::conversation::{self, Said, Thread};
 use super::emit::Emitter;
 use super::think::{self, Failure};
-use super::wire::{ChatMessage, ChatRequest, ChatResponse, MessageType, Origin};
+use super::wire::{ChatContext, ChatMessage, ChatRequest, ChatResponse, MessageType, Origin};
 use crate::http::AppState;
 use serde_json::{json, Map, Value};
 use std::pin::Pin;
@@ -70,12 +70,22 @@ pub fn start(st: &AppState, tenant: String, agent: &str, req: ChatRequest) -> Re
     let emit = Emitter::new(tx.clone(), &req);
     let st = st.clone();
     let sly_in = req.sly_data.unwrap_or_default();
+    let (guard, context) = (emit.clone(), thread.context(&front, &instructions_of(network.front_man())));
+    let mut work = tokio::spawn(async move { run(&st, &tenant, network, thread, text, sly_in, &emit).await });
     tokio::spawn(async move {
-        let run = run(&st, &tenant, network, thread, text, sly_in, &emit);
         tokio::select! {
             // The client went away: drop the work where it stands.
-            _ = tx.closed() => tracing::debug!(agent = %front, "turn cancelled: the client went away"),
-            _ = run => {}
+            _ = tx.closed() => {
+                work.abort();
+                tracing::debug!(agent = %front, "turn cancelled: the client went away");
+            }
+            done = &mut work => if let Err(e) = done.map_err(|e| e.is_panic()) {
+                // A bug must still end the stream with a last line.
+                if e {
+                    tracing::error!(agent = %front, "turn panicked");
+                    fail(&guard, &[Origin::of(&front)], &context, "internal error").await;
+                }
+            }
         }
     });
     Ok(Turn { rx })
@@ -92,7 +102,7 @@ async fn run(
 ) {
     let front = network.front_man().clone();
     let origin = vec![Origin::of(&front.name)];
-    let instructions = front.instructions.clone().unwrap_or_else(|| front.function.description.clone());
+    let instructions = instructions_of(&front);
     let source = conversation::source(&thread.id);
     let started = now_ms();
     let turn = think::Turn {
@@ -116,7 +126,7 @@ async fn run(
     }
     let answer = match answered {
         Ok(a) => a,
-        Err(f) => return fail(emit, &origin, &thread, &front.name, &instructions, &f.to_string()).await,
+        Err(f) => return fail_in(emit, &origin, &thread, &front.name, &instructions, &f.to_string()).await,
     };
     let said = [
         Said { human: true, agent: &front.name, text: &text, at: started },
@@ -124,7 +134,7 @@ async fn run(
     ];
     if let Err(e) = conversation::store(st, tenant, &thread.id, &network.name, thread.messages.len(), &said).await {
         let why = format!("the answer could not be stored: {}", e.message);
-        return fail(emit, &origin, &thread, &front.name, &instructions, &why).await;
+        return fail_in(emit, &origin, &thread, &front.name, &instructions, &why).await;
     }
     emit.intermediate(ChatMessage { origin: origin.clone(), ..ChatMessage::new(MessageType::Ai, answer.clone()) })
         .await;
@@ -144,7 +154,12 @@ async fn run(
 
 /// Ends the turn with an error message; the context is the one the turn
 /// started from, so the client can retry.
-async fn fail(emit: &Emitter, origin: &[Origin], thread: &Thread, front: &str, instructions: &str, why: &str) {
+async fn fail_in(emit: &Emitter, origin: &[Origin], thread: &Thread, front: &str, instructions: &str, why: &str) {
+    fail(emit, origin, &thread.context(front, instructions), why).await
+}
+
+async fn fail(emit: &Emitter, origin: &[Origin], context: &ChatContext, why: &str) {
+    let front = origin.first().map_or("", |o| o.tool.as_str());
     tracing::info!(agent = %front, error = %why, "turn failed");
     let mut structure = Map::new();
     structure.insert("error".into(), json!(why));
@@ -152,10 +167,15 @@ async fn fail(emit: &Emitter, origin: &[Origin], thread: &Thread, front: &str, i
     emit.last(ChatMessage {
         origin: origin.to_vec(),
         structure: Some(structure),
-        chat_context: Some(thread.context(front, instructions)),
+        chat_context: Some(context.clone()),
         ..ChatMessage::new(MessageType::AgentFramework, format!("Error: {why}"))
     })
     .await;
+}
+
+/// The SYSTEM message a context leads with: the front man's instructions.
+fn instructions_of(front: &crate::agents::AgentSpec) -> String {
+    front.instructions.clone().unwrap_or_else(|| front.function.description.clone())
 }
 
 fn now_ms() -> i64 {
