@@ -86,6 +86,13 @@ pub struct FileConfig {
 pub struct FileAgents {
     /// The directory holding `manifest.hocon` and the network files.
     pub dir: Option<PathBuf>,
+    /// A model for the built-in `memory` network's front man, which then
+    /// runs the tool-calling loop over its tools instead of the command
+    /// grammar. Any OpenAI-compatible endpoint.
+    pub memory_model: Option<String>,
+    pub memory_base_url: Option<String>,
+    /// The environment variable holding that endpoint's key.
+    pub memory_api_key_env: Option<String>,
 }
 
 /// `[mcp]`: the MCP endpoint at `/mcp`.
@@ -195,6 +202,8 @@ pub struct Config {
     /// `[agents] dir`: agent network files; `None` serves the built-in
     /// `memory` network only.
     pub agents_dir: Option<PathBuf>,
+    /// `[agents] memory_model` and friends: the `memory` network's model.
+    pub memory_llm: Option<crate::agents::LlmConfig>,
     /// `[monitor]`: alert rule defaults and the background interval.
     pub monitor: crate::monitor::MonitorConfig,
 }
@@ -301,7 +310,20 @@ impl Config {
             .filter(|v| !v.trim().is_empty())
             .map(PathBuf::from)
             .or(file_cfg.agents.dir.clone());
+        let memory_model = env("TEMPORA_AGENTS_MEMORY_MODEL").or(file_cfg.agents.memory_model.clone());
+        let memory_llm = memory_model.filter(|m| !m.trim().is_empty()).map(|m| crate::agents::LlmConfig {
+            model_name: Some(m),
+            base_url: env("TEMPORA_AGENTS_MEMORY_BASE_URL").or(file_cfg.agents.memory_base_url.clone()),
+            api_key_env: env("TEMPORA_AGENTS_MEMORY_API_KEY_ENV").or(file_cfg.agents.memory_api_key_env.clone()),
+            ..Default::default()
+        });
+        if let Some(u) = memory_llm.as_ref().and_then(|c| c.base_url.as_deref()) {
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                anyhow::bail!("[agents] memory_base_url must start with http:// or https://, got {u:?}");
+            }
+        }
         let cfg = Config {
+            memory_llm,
             agents_dir,
             connectors,
             monitor,

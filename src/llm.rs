@@ -63,6 +63,24 @@ pub struct Chat {
     pub tokens_out: u64,
 }
 
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// JSON text, as the model wrote it (it may not parse).
+    pub arguments: String,
+}
+
+/// The model's turn in a tool-calling conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub content: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+}
+
 pub struct Client {
     http: reqwest::Client,
     policy: Policy,
@@ -95,6 +113,49 @@ impl Client {
             .to_string();
         let usage = |k: &str| v.pointer(&format!("/usage/{k}")).and_then(Value::as_u64).unwrap_or(0);
         Ok(Chat { content, tokens_in: usage("prompt_tokens"), tokens_out: usage("completion_tokens") })
+    }
+
+    /// One step of a tool-calling conversation: `messages` in OpenAI's
+    /// chat format, `tools` as OpenAI function tools. The model either
+    /// answers (`content`) or asks for tool calls, or both.
+    pub async fn complete(&self, cfg: &ModelConfig, messages: &[Value], tools: &[Value]) -> Result<Reply, LlmError> {
+        let mut body = json!({
+            "model": cfg.model,
+            "messages": messages,
+            "temperature": cfg.temperature.unwrap_or(0.0),
+        });
+        if !tools.is_empty() {
+            body["tools"] = json!(tools);
+        }
+        if let Some(m) = cfg.max_tokens {
+            body["max_tokens"] = json!(m);
+        }
+        let v = self.post(cfg, "chat/completions", &body).await?;
+        let message = v
+            .pointer("/choices/0/message")
+            .and_then(Value::as_object)
+            .ok_or_else(|| LlmError::Malformed("no choices[0].message".into()))?;
+        let content = message.get("content").and_then(Value::as_str).map(str::to_string);
+        let mut tool_calls = Vec::new();
+        for (i, call) in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            let name = call.pointer("/function/name").and_then(Value::as_str);
+            let Some(name) = name.filter(|n| !n.is_empty()) else {
+                return Err(LlmError::Malformed(format!("tool_calls[{i}] names no function")));
+            };
+            // Arguments are a JSON string in the protocol; some servers send the object itself.
+            let arguments = match call.pointer("/function/arguments") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => "{}".to_string(),
+                Some(other) => other.to_string(),
+            };
+            let id = call.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{i}"), str::to_string);
+            tool_calls.push(ToolCall { id, name: name.to_string(), arguments });
+        }
+        if content.is_none() && tool_calls.is_empty() {
+            return Err(LlmError::Malformed("the message has neither content nor tool_calls".into()));
+        }
+        let usage = |k: &str| v.pointer(&format!("/usage/{k}")).and_then(Value::as_u64).unwrap_or(0);
+        Ok(Reply { content, tool_calls, tokens_in: usage("prompt_tokens"), tokens_out: usage("completion_tokens") })
     }
 
     /// Embeddings of `inputs`, in input order.

@@ -83,6 +83,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     let hangup_task = tokio::spawn(reload_on_hangup(agents.clone(), stop_rx.clone()));
     let state = AppState {
         agents,
+        memory_llm: cfg.memory_llm.clone().map(Arc::new),
         connectors,
         memory,
         auth: Arc::new(Auth::new(&cfg.auth)),

@@ -31,7 +31,16 @@ pub struct AgentNetwork {
     pub agents: Vec<AgentSpec>,
     /// Keys ignored and agents that cannot run here; never fatal.
     pub warnings: Vec<String>,
+    /// neuro-san's `max_iterations`: model calls an agent may make before it
+    /// must answer. `None` is the server's default.
+    pub max_iterations: Option<u32>,
+    /// neuro-san's `max_execution_seconds`: the longest one turn may run.
+    pub max_execution_seconds: Option<u64>,
 }
+
+/// Bounds of `max_iterations` and `max_execution_seconds`.
+pub const MAX_ITERATIONS_RANGE: std::ops::RangeInclusive<u64> = 1..=100;
+pub const MAX_EXECUTION_SECONDS_RANGE: std::ops::RangeInclusive<u64> = 1..=3600;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct NetworkMetadata {
@@ -302,8 +311,11 @@ impl AgentNetwork {
         let mut llm_config = None;
         let mut agents = Vec::new();
         let mut saw_tools = false;
+        let (mut max_iterations, mut max_execution_seconds) = (None, None);
         for (key, v) in root {
             match key.as_str() {
+                "max_iterations" => max_iterations = c.bounded(key, v, MAX_ITERATIONS_RANGE).map(|n| n as u32),
+                "max_execution_seconds" => max_execution_seconds = c.bounded(key, v, MAX_EXECUTION_SECONDS_RANGE),
                 "metadata" => metadata = c.metadata(v),
                 "llm_config" => llm_config = c.llm_config(v, "llm_config"),
                 "tools" => {
@@ -318,7 +330,16 @@ impl AgentNetwork {
         }
         c.check_graph(&agents);
         if c.errors.is_empty() {
-            Ok(AgentNetwork { name: name.to_string(), path, metadata, llm_config, agents, warnings: c.warnings })
+            Ok(AgentNetwork {
+                name: name.to_string(),
+                path,
+                metadata,
+                llm_config,
+                agents,
+                warnings: c.warnings,
+                max_iterations,
+                max_execution_seconds,
+            })
         } else {
             Err(c.errors)
         }
@@ -377,6 +398,17 @@ impl Check<'_> {
             field: field.to_string(),
             message: message.into(),
         });
+    }
+
+    /// A whole number within `range`.
+    fn bounded(&mut self, field: &str, v: &Value, range: std::ops::RangeInclusive<u64>) -> Option<u64> {
+        match v.as_u64() {
+            Some(n) if range.contains(&n) => Some(n),
+            _ => {
+                self.err(field, format!("expected a whole number from {} to {}, got {v}", range.start(), range.end()));
+                None
+            }
+        }
     }
 
     fn warn(&mut self, field: &str, message: &str) {

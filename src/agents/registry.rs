@@ -389,6 +389,8 @@ pub fn memory_network() -> AgentNetwork {
         llm_config: None,
         agents,
         warnings: Vec::new(),
+        max_iterations: None,
+        max_execution_seconds: None,
     }
 }
 

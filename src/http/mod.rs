@@ -49,6 +49,8 @@ pub struct AppState {
     pub search: crate::search::Search,
     /// Agent networks served by the NeuroSan API (`/api/v1`).
     pub agents: crate::agents::Registry,
+    /// The `memory` network's model, when the operator set one (`[agents]`).
+    pub memory_llm: Option<Arc<crate::agents::LlmConfig>>,
     /// Connector pulls and their schedule (`/api/connectors`).
     pub connectors: Arc<crate::connectors::schedule::Runtime>,
     pub sse_subscribers: Arc<AtomicUsize>,
@@ -81,7 +83,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/session", post(session::login).delete(session::logout))
         .route("/api/v1/list", get(crate::neurosan::http::list))
         .route("/api/v1/docs", get(crate::neurosan::http::docs))
-        .route("/api/v1/{*rest}", get(crate::neurosan::http::agent_get))
+        .route("/api/v1/{*rest}", get(crate::neurosan::http::agent_get).post(crate::neurosan::http::agent_post))
         .route("/api/stream", get(stream::stream))
         // Monitoring: alerts and reports (docs/monitoring.md).
         .route("/api/alerts", get(alerts::list))

@@ -1,14 +1,18 @@
 //! neuro-san's read-only HTTP routes. Agent names may hold `/`
 //! (`deep/math_guy`), so `/api/v1/{*rest}` is split at its last segment:
-//! the verb.
+//! the verb. `streaming_chat` runs a [`turn`].
 
+use super::turn::{self, StartError};
+use super::wire::{ChatMessage, ChatRequest, ChatResponse, MessageType};
 use crate::http::error::ApiError;
-use crate::http::extract::Caller;
+use crate::http::extract::{Caller, JsonBody, Object};
 use crate::http::AppState;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 /// `GET /api/v1/list`: the listed networks (`ConciergeResponse`).
@@ -38,4 +42,52 @@ pub async fn agent_get(
         }))),
         _ => Err(ApiError::not_found()),
     }
+}
+
+/// `POST /api/v1/{agent}/streaming_chat`: one turn, streamed as JSON lines
+/// (`application/json-lines`), one `ChatResponse` per line. The status is
+/// 200 once the turn started; what goes wrong later is the last line. A
+/// client that disconnects cancels the turn; a server shutting down ends
+/// the stream with an error line.
+pub async fn agent_post(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(rest): Path<String>,
+    JsonBody(Object(req)): JsonBody<Object<ChatRequest>>,
+) -> Result<Response, ApiError> {
+    let (agent, verb) = rest.rsplit_once('/').ok_or_else(ApiError::not_found)?;
+    if verb != "streaming_chat" {
+        return Err(ApiError::not_found());
+    }
+    let tenant = caller.tenant()?.to_string();
+    let turn = turn::start(&st, tenant, agent, req).map_err(|e| match e {
+        StartError::UnknownAgent(_) => ApiError::not_found(),
+        StartError::BadRequest(m) => ApiError::schema(m),
+    })?;
+    let lines =
+        futures_util::stream::unfold((turn, st.shutdown.clone(), false), |(mut turn, mut stop, done)| async move {
+            if done {
+                return None;
+            }
+            let next = tokio::select! {
+                next = turn.next() => Some(next),
+                _ = stop.wait_for(|s| *s) => None,
+            };
+            match next {
+                Some(Some(r)) => return Some((line(&r), (turn, stop, false))),
+                Some(None) => return None,
+                None => {}
+            }
+            let mut m = ChatMessage::new(MessageType::AgentFramework, "Error: the server is shutting down");
+            m.structure =
+                Some(serde_json::Map::from_iter([("error".to_string(), json!("the server is shutting down"))]));
+            Some((line(&ChatResponse { request: None, response: m }), (turn, stop, true)))
+        });
+    Ok(([(CONTENT_TYPE, "application/json-lines")], Body::from_stream(lines)).into_response())
+}
+
+fn line(r: &ChatResponse) -> Result<Bytes, std::convert::Infallible> {
+    let mut v = serde_json::to_vec(r).expect("responses serialize");
+    v.push(b'\n');
+    Ok(Bytes::from(v))
 }

@@ -260,7 +260,12 @@ mod tests {
         assert_eq!(h.messages[0].kind, MessageType::AgentFramework);
         assert_eq!(h.origin[0].instantiation_index, 0);
 
-        for f in [json!({}), json!({"chat_filter_type": "UNKNOWN"}), json!({"chat_filter_type": "SOMETHING"}), json!({"chat_filter_type": 1})] {
+        for f in [
+            json!({}),
+            json!({"chat_filter_type": "UNKNOWN"}),
+            json!({"chat_filter_type": "SOMETHING"}),
+            json!({"chat_filter_type": 1}),
+        ] {
             let r: ChatRequest = serde_json::from_value(json!({"chat_filter": f})).unwrap();
             assert_eq!(r.filter(), FilterType::Minimal);
         }

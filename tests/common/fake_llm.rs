@@ -18,6 +18,10 @@
 //! | `flaky-N`    | the first N requests of this model answer 500, later ones like `ok` |
 //! | `garbled-N`  | the first N requests of this model answer 200 with a body that is not JSON, later ones like `ok` |
 //! | `junk`       | 200, a well-formed completion whose content is prose ([`JUNK_CONTENT`]) |
+//! | `agent-first-tool` | a tool-calling agent: asks for the first offered tool with `{"inquiry": <last user message>}`; once a tool answered, answers `Answer: <tool result>` (with no tools: `Answer: no tools`) |
+//! | `agent-remember` | asks for `remember` with `Person:zed likes Thing:jazz` (and a `namespace` of `elsewhere`); once a tool answered, answers like `agent-first-tool` |
+//! | `agent-loop` | never answers: asks for the first offered tool (or `nothing`) every time |
+//! | `agent-slow-loop` | like `agent-loop`, waiting [`SLOW_STEP`] before each answer |
 //!
 //! Chat requests whose system prompt is a digest's (`/api/digest`) get a
 //! deterministic answer of that role instead of [`OK_CONTENT`]:
@@ -80,6 +84,9 @@ pub fn judged(user: &str) -> String {
         .collect();
     json!({"scores": scores}).to_string()
 }
+
+/// How long `agent-slow-loop` waits before each answer.
+pub const SLOW_STEP: Duration = Duration::from_millis(500);
 
 /// How long the `slow` behaviour waits before answering.
 pub const SLOW: Duration = Duration::from_secs(3);
@@ -161,11 +168,7 @@ impl FakeLlm {
     /// Every input of every embeddings request so far (answered or not),
     /// in arrival order.
     pub fn embed_inputs(&self) -> Vec<String> {
-        self.requests()
-            .iter()
-            .filter(|r| r.path == "/v1/embeddings")
-            .flat_map(|r| inputs_of(&r.body))
-            .collect()
+        self.requests().iter().filter(|r| r.path == "/v1/embeddings").flat_map(|r| inputs_of(&r.body)).collect()
     }
 }
 
@@ -231,7 +234,11 @@ pub fn embedding(input: &str) -> Vec<f32> {
 async fn record_and_misbehave(st: &Shared, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> (Value, Option<Response>) {
     let json: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(String::from);
-    st.log.lock().unwrap().push(Recorded { path: uri.path().to_string(), authorization: authorization.clone(), body: json.clone() });
+    st.log.lock().unwrap().push(Recorded {
+        path: uri.path().to_string(),
+        authorization: authorization.clone(),
+        body: json.clone(),
+    });
     let model = json["model"].as_str().unwrap_or("").to_string();
     let seen = {
         let mut counts = st.counts.lock().unwrap();
@@ -239,7 +246,8 @@ async fn record_and_misbehave(st: &Shared, uri: &Uri, headers: &HeaderMap, body:
         *n += 1;
         *n
     };
-    let first_n = |prefix: &str| model.strip_prefix(prefix).and_then(|n| n.parse::<usize>().ok()).is_some_and(|n| seen <= n);
+    let first_n =
+        |prefix: &str| model.strip_prefix(prefix).and_then(|n| n.parse::<usize>().ok()).is_some_and(|n| seen <= n);
     if first_n("flaky-") {
         return (json, Some((StatusCode::INTERNAL_SERVER_ERROR, "upstream exploded").into_response()));
     }
@@ -248,7 +256,9 @@ async fn record_and_misbehave(st: &Shared, uri: &Uri, headers: &HeaderMap, body:
     }
     let failure = match model.as_str() {
         "fail-500" => Some((StatusCode::INTERNAL_SERVER_ERROR, "upstream exploded").into_response()),
-        "malformed" => Some((StatusCode::OK, [("content-type", "application/json")], "{\"choices\": [").into_response()),
+        "malformed" => {
+            Some((StatusCode::OK, [("content-type", "application/json")], "{\"choices\": [").into_response())
+        }
         "echo-key" => {
             let msg = format!("Incorrect API key provided: {}", authorization.unwrap_or_default());
             Some((StatusCode::UNAUTHORIZED, axum::Json(json!({"error": {"message": msg}}))).into_response())
@@ -268,7 +278,11 @@ async fn chat(State(st): State<Shared>, uri: Uri, headers: HeaderMap, body: Byte
         return r;
     }
     if req["model"] == "no-choices" {
-        return axum::Json(json!({"id": "x", "object": "chat.completion", "usage": {"prompt_tokens": 1}})).into_response();
+        return axum::Json(json!({"id": "x", "object": "chat.completion", "usage": {"prompt_tokens": 1}}))
+            .into_response();
+    }
+    if let Some(behaviour) = req["model"].as_str().and_then(|m| m.strip_prefix("agent-")) {
+        return agent(behaviour, &req).await;
     }
     let system = req["messages"][0]["content"].as_str().unwrap_or_default();
     let user = req["messages"][1]["content"].as_str().unwrap_or_default();
@@ -287,6 +301,52 @@ async fn chat(State(st): State<Shared>, uri: Uri, headers: HeaderMap, body: Byte
         "model": req["model"],
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 50, "completion_tokens": 3, "total_tokens": 53},
+    }))
+    .into_response()
+}
+
+/// The tool-calling behaviours (`agent-*`).
+async fn agent(behaviour: &str, req: &Value) -> Response {
+    let messages = req["messages"].as_array().cloned().unwrap_or_default();
+    let first_tool = req["tools"][0]["function"]["name"].as_str().map(str::to_string);
+    let last_user =
+        messages.iter().rev().find(|m| m["role"] == "user").and_then(|m| m["content"].as_str()).unwrap_or("");
+    let last = messages.last().cloned().unwrap_or(Value::Null);
+    let call = |name: &str, args: Value| {
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": format!("call_{}", messages.len()), "type": "function", "function": {"name": name, "arguments": args.to_string()}}
+        ]})
+    };
+    let message = match behaviour {
+        "first-tool" => match (&first_tool, last["role"].as_str()) {
+            (_, Some("tool")) => {
+                json!({"role": "assistant", "content": format!("Answer: {}", last["content"].as_str().unwrap_or(""))})
+            }
+            (Some(tool), _) => call(tool, json!({"inquiry": last_user})),
+            (None, _) => json!({"role": "assistant", "content": "Answer: no tools"}),
+        },
+        "remember" => match last["role"].as_str() {
+            Some("tool") => {
+                json!({"role": "assistant", "content": format!("Answer: {}", last["content"].as_str().unwrap_or(""))})
+            }
+            _ => call(
+                "remember",
+                json!({"subject": "Person:zed", "predicate": "likes", "object": "Thing:jazz", "namespace": "elsewhere"}),
+            ),
+        },
+        "loop" => call(first_tool.as_deref().unwrap_or("nothing"), json!({"inquiry": "again"})),
+        "slow-loop" => {
+            tokio::time::sleep(SLOW_STEP).await;
+            call(first_tool.as_deref().unwrap_or("nothing"), json!({"inquiry": "again"}))
+        }
+        other => json!({"role": "assistant", "content": format!("unknown agent behaviour {other}")}),
+    };
+    axum::Json(json!({
+        "id": "chatcmpl-agent",
+        "object": "chat.completion",
+        "model": req["model"],
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
     }))
     .into_response()
 }

@@ -129,9 +129,20 @@ fn allow_upstream_sly_data_list_and_map_forms() {
 }
 
 #[test]
+fn iteration_and_time_bounds_are_read_and_checked() {
+    let n = ok(json!({"max_iterations": 5, "max_execution_seconds": 30, "tools": [front(json!({}))]}));
+    assert_eq!((n.max_iterations, n.max_execution_seconds), (Some(5), Some(30)));
+    let v = json!({"max_iterations": 0, "max_execution_seconds": "soon", "tools": [front(json!({}))]});
+    let errors = AgentNetwork::from_value("net", "registries/net.hocon", None, &v).unwrap_err();
+    let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert!(text.contains(&"registries/net.hocon: max_iterations: expected a whole number from 1 to 100, got 0".to_string()), "{text:?}");
+    assert!(text.iter().any(|e| e.starts_with("registries/net.hocon: max_execution_seconds: expected a whole number from 1 to 3600")), "{text:?}");
+}
+
+#[test]
 fn unknown_keys_are_warnings_not_errors() {
     let n = ok(json!({
-        "commondefs": {}, "max_iterations": 5,
+        "commondefs": {},
         "metadata": {"description": "d", "anything": 1},
         "llm_config": {"model_name": "m", "verbose": true},
         "tools": [front(json!({"structure_formats": "json", "command": "x", "function": {"description": "d",
@@ -140,7 +151,6 @@ fn unknown_keys_are_warnings_not_errors() {
     let w = n.warnings.join("\n");
     for expected in [
         "registries/net.hocon: commondefs: not used by this server, ignored",
-        "registries/net.hocon: max_iterations: not used by this server, ignored",
         "registries/net.hocon: llm_config.verbose: not used by this server, ignored",
         "registries/net.hocon: tools[0].structure_formats: not used by this server, ignored",
         "registries/net.hocon: tools[0].command: deprecated in neuro-san and not used by this server, ignored",
