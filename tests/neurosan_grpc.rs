@@ -432,3 +432,74 @@ async fn streaming_chat_runs_for_the_callers_tenant() {
     let (text, _) = final_answer(&chat(&ch, "memory", ask(), Some(ACME_KEY), None).await.unwrap());
     assert!(!text.contains("Org:acme"), "another tenant does not: {text}");
 }
+
+/// A server with one network whose front man is a model of the fake
+/// endpoint that never finishes (`agent-slow-loop`: a tool call every 0.5 s).
+fn start_slow_network(fake: &common::fake_llm::FakeLlm) -> (tempfile::TempDir, Server) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("networks");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("manifest.hocon"), "{ \"slow.hocon\": true }").unwrap();
+    let network = format!(
+        r#"{{
+  "llm_config": {{ "model_name": "agent-slow-loop", "base_url": "{}" }},
+  "tools": [
+    {{
+      "name": "front",
+      "function": {{ "description": "Never done." }},
+      "instructions": "You are the front man of a test network.",
+      "tools": ["/memory"]
+    }}
+  ]
+}}"#,
+        fake.base_url
+    );
+    std::fs::write(dir.join("slow.hocon"), network).unwrap();
+    let env = [("TEMPORA_AGENTS_DIR", dir.to_str().unwrap()), ("TEMPORA_OUTBOUND_ALLOW_PRIVATE", "true")];
+    let server = Server::start_with_grpc(&tmp.path().join("data"), &env);
+    (tmp, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_cancels_the_turn() {
+    let fake = common::fake_llm::FakeLlm::start();
+    let (_tmp, server) = start_slow_network(&fake);
+    let ch = channel(&server).await;
+    let call = tokio::spawn({
+        let ch = ch.clone();
+        async move { chat(&ch, "slow", say("hello", None, None), None, None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    call.abort();
+    let _ = call.await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let at_cancel = fake.requests().len();
+    assert!(at_cancel >= 2, "the turn was running: {at_cancel} model calls");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let later = fake.requests().len();
+    assert!(later <= at_cancel + 1, "model calls stopped: {at_cancel} then {later}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutting_down_ends_an_open_chat_with_an_error_message() {
+    let fake = common::fake_llm::FakeLlm::start();
+    let (_tmp, mut server) = start_slow_network(&fake);
+    let ch = channel(&server).await;
+    let call = tokio::spawn({
+        let ch = ch.clone();
+        async move { chat(&ch, "slow", say("hello", None, None), None, None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    server.sigterm();
+    let responses = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("the stream ends soon after SIGTERM")
+        .unwrap()
+        .expect("the call ends normally");
+    let last = responses.last().expect("a last message").response.clone().unwrap();
+    assert_eq!(last.r#type, AGENT_FRAMEWORK, "{last:?}");
+    assert!(last.text.contains("shutting down"), "{last:?}");
+    drop(ch);
+    let status = tokio::task::spawn_blocking(move || server.wait_exit(Duration::from_secs(10))).await.unwrap();
+    assert!(status.is_some_and(|s| s.success()), "exited cleanly: {status:?}");
+}

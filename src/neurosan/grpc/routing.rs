@@ -11,6 +11,7 @@ use super::pb;
 use crate::http::extract::Caller;
 use crate::http::AppState;
 use crate::neurosan::turn::{self, StartError};
+use crate::neurosan::wire;
 use axum::extract::FromRequestParts;
 use axum::http::{Request, Response};
 use futures_util::{FutureExt, Stream, StreamExt};
@@ -219,14 +220,34 @@ impl tonic::server::ServerStreamingService<pb::agent::ChatRequest> for Chat {
         ready(match started {
             // The stream owns the turn: when the client goes away the
             // response stream is dropped, and with it the turn.
-            Ok(turn) => {
-                let stream: ChatStream = Box::pin(turn.map(|r| Ok(convert::response_to_pb(r))));
-                Ok(tonic::Response::new(stream))
-            }
+            Ok(turn) => Ok(tonic::Response::new(until_shutdown(turn, self.state.shutdown.clone()))),
             Err(StartError::UnknownAgent(name)) => Err(unknown_agent(&name)),
             Err(StartError::BadRequest(message)) => Err(Status::invalid_argument(message)),
         })
     }
+}
+
+/// The turn's messages as protobuf. A server shutting down ends the stream
+/// with an AGENT_FRAMEWORK error message, as over HTTP, so a long turn does
+/// not hold the shutdown up.
+fn until_shutdown(turn: turn::Turn, stop: tokio::sync::watch::Receiver<bool>) -> ChatStream {
+    Box::pin(futures_util::stream::unfold((turn, stop, false), |(mut turn, mut stop, done)| async move {
+        if done {
+            return None;
+        }
+        let next = tokio::select! {
+            next = turn.next() => Some(next),
+            _ = stop.wait_for(|s| *s) => None,
+        };
+        match next {
+            Some(Some(r)) => return Some((Ok(convert::response_to_pb(r)), (turn, stop, false))),
+            Some(None) => return None,
+            None => {}
+        }
+        let mut m = wire::ChatMessage::new(wire::MessageType::AgentFramework, "Error: the server is shutting down");
+        m.structure = Some(serde_json::Map::from_iter([("error".to_string(), "the server is shutting down".into())]));
+        Some((Ok(convert::response_to_pb(wire::ChatResponse { request: None, response: m })), (turn, stop, true)))
+    }))
 }
 
 #[cfg(test)]
