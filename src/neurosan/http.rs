@@ -3,7 +3,7 @@
 //! the verb. `streaming_chat` runs a [`turn`].
 
 use super::turn::{self, StartError};
-use super::wire::{ChatMessage, ChatRequest, ChatResponse, MessageType};
+use super::wire::{ChatRequest, ChatResponse};
 use crate::http::error::ApiError;
 use crate::http::extract::{Caller, JsonBody, Object};
 use crate::http::AppState;
@@ -64,25 +64,7 @@ pub async fn agent_post(
         StartError::UnknownAgent(_) => ApiError::not_found(),
         StartError::BadRequest(m) => ApiError::schema(m),
     })?;
-    let lines =
-        futures_util::stream::unfold((turn, st.shutdown.clone(), false), |(mut turn, mut stop, done)| async move {
-            if done {
-                return None;
-            }
-            let next = tokio::select! {
-                next = turn.next() => Some(next),
-                _ = stop.wait_for(|s| *s) => None,
-            };
-            match next {
-                Some(Some(r)) => return Some((line(&r), (turn, stop, false))),
-                Some(None) => return None,
-                None => {}
-            }
-            let mut m = ChatMessage::new(MessageType::AgentFramework, "Error: the server is shutting down");
-            m.structure =
-                Some(serde_json::Map::from_iter([("error".to_string(), json!("the server is shutting down"))]));
-            Some((line(&ChatResponse { request: None, response: m }), (turn, stop, true)))
-        });
+    let lines = turn.until(st.shutdown.clone()).map(|r| line(&r));
     Ok(([(CONTENT_TYPE, "application/json-lines")], Body::from_stream(lines)).into_response())
 }
 

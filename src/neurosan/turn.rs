@@ -54,6 +54,32 @@ impl futures_util::Stream for Turn {
     }
 }
 
+impl Turn {
+    /// The turn's responses until `stop` turns true: a server shutting down
+    /// ends the stream with an AGENT_FRAMEWORK error message (and drops the
+    /// turn), so a long turn does not hold the shutdown up. Both surfaces
+    /// stream this.
+    pub fn until(self, stop: tokio::sync::watch::Receiver<bool>) -> impl futures_util::Stream<Item = ChatResponse> {
+        futures_util::stream::unfold((Some(self), stop), |(turn, mut stop)| async move {
+            let mut turn = turn?;
+            let next = tokio::select! {
+                next = futures_util::StreamExt::next(&mut turn) => Some(next),
+                _ = stop.wait_for(|s| *s) => None,
+            };
+            match next {
+                Some(Some(r)) => Some((r, (Some(turn), stop))),
+                Some(None) => None,
+                None => {
+                    let why = "the server is shutting down";
+                    let mut m = ChatMessage::new(MessageType::AgentFramework, format!("Error: {why}"));
+                    m.structure = Some(Map::from_iter([("error".to_string(), json!(why))]));
+                    Some((ChatResponse { request: None, response: m }, (None, stop)))
+                }
+            }
+        })
+    }
+}
+
 /// Starts a turn of `agent` for `tenant`.
 pub fn start(st: &AppState, tenant: String, agent: &str, req: ChatRequest) -> Result<Turn, StartError> {
     let network = st.agents.get(agent).ok_or_else(|| StartError::UnknownAgent(agent.to_string()))?;

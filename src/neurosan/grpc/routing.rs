@@ -11,7 +11,6 @@ use super::pb;
 use crate::http::extract::Caller;
 use crate::http::AppState;
 use crate::neurosan::turn::{self, StartError};
-use crate::neurosan::wire;
 use axum::extract::FromRequestParts;
 use axum::http::{Request, Response};
 use futures_util::{FutureExt, Stream, StreamExt};
@@ -227,27 +226,10 @@ impl tonic::server::ServerStreamingService<pb::agent::ChatRequest> for Chat {
     }
 }
 
-/// The turn's messages as protobuf. A server shutting down ends the stream
-/// with an AGENT_FRAMEWORK error message, as over HTTP, so a long turn does
-/// not hold the shutdown up.
+/// The turn's messages as protobuf, ended early by a server shutting down
+/// ([`turn::Turn::until`]).
 fn until_shutdown(turn: turn::Turn, stop: tokio::sync::watch::Receiver<bool>) -> ChatStream {
-    Box::pin(futures_util::stream::unfold((turn, stop, false), |(mut turn, mut stop, done)| async move {
-        if done {
-            return None;
-        }
-        let next = tokio::select! {
-            next = turn.next() => Some(next),
-            _ = stop.wait_for(|s| *s) => None,
-        };
-        match next {
-            Some(Some(r)) => return Some((Ok(convert::response_to_pb(r)), (turn, stop, false))),
-            Some(None) => return None,
-            None => {}
-        }
-        let mut m = wire::ChatMessage::new(wire::MessageType::AgentFramework, "Error: the server is shutting down");
-        m.structure = Some(serde_json::Map::from_iter([("error".to_string(), "the server is shutting down".into())]));
-        Some((Ok(convert::response_to_pb(wire::ChatResponse { request: None, response: m })), (turn, stop, true)))
-    }))
+    Box::pin(turn.until(stop).map(|r| Ok(convert::response_to_pb(r))))
 }
 
 #[cfg(test)]
