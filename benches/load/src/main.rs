@@ -9,11 +9,21 @@
 //! - `asof`: the same read rewound with `as_of_tx` to a transaction of the
 //!   preload, i.e. before later supersessions.
 //! - `validat`: the same read at a valid time inside the preloaded intervals.
+//! - `chat`: one neuro-san `POST /api/v1/memory/streaming_chat` turn per
+//!   request (MINIMAL filter) to the built-in `memory` network without a
+//!   model. Each connection alternates `remember Person:<k> works_at Org:<j>`
+//!   (a random key, a new employer: it supersedes) and `what do you know
+//!   about Person:<k>` (the same key), the question continuing the remember's
+//!   conversation with its `chat_context`. Besides the command, every turn
+//!   stores its two messages as conversation facts (one more transaction).
+//!   A turn counts as ok when the status is 200 and the body's last line is
+//!   an `AGENT_FRAMEWORK` response without `structure.error`.
 //!
 //! Before the timed run, `--preload` asserts every key once (in batches), so
 //! reads find data and asserts supersede from the first request.
 //!
 //!     tempora-load --url http://127.0.0.1:8080 --workload assert --connections 64 --duration 20
+//!     tempora-load --url http://127.0.0.1:8080 --workload chat --connections 16 --duration 10
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
@@ -29,6 +39,8 @@ enum Workload {
     Read,
     Asof,
     Validat,
+    /// neuro-san `streaming_chat` turns to the `memory` network.
+    Chat,
     /// Not a request loop: `keys` records as one JSON Lines connector
     /// delivery, against the same facts through `/api/facts/batch` (its
     /// peer, in the same run), then the same delivery again (all unchanged).
@@ -112,11 +124,21 @@ async fn main() -> Result<()> {
             let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
             let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (c as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
             let mut n = 0u64;
+            // chat: the key and conversation of the last remember turn.
+            let mut key = 0;
+            let mut context = None;
             while !stop.load(Ordering::Relaxed) {
-                let key = rng.next() % keys;
                 n += 1;
+                // A chat question asks about the key its remember just set.
+                if workload != Workload::Chat || n % 2 == 1 {
+                    key = rng.next() % keys;
+                }
                 let started = Instant::now();
-                let ok = request(&client, &base, workload, key, c, n, preload_tx).await;
+                let ok = if workload == Workload::Chat {
+                    chat_turn(&client, &base, key, c, n, &mut context).await
+                } else {
+                    request(&client, &base, workload, key, c, n, preload_tx).await
+                };
                 let micros = started.elapsed().as_micros() as u64;
                 if measuring.load(Ordering::Relaxed) {
                     if ok {
@@ -300,10 +322,9 @@ async fn request(
         Workload::Asof => {
             client.get(format!("{base}/api/facts?subject={subject}&predicate=works_at&as_of_tx={preload_tx}"))
         }
-        Workload::Validat => client.get(format!(
-            "{base}/api/facts?subject={subject}&predicate=works_at&valid_at={}",
-            VALID_FROM + 86_400_000
-        )),
+        Workload::Validat => client
+            .get(format!("{base}/api/facts?subject={subject}&predicate=works_at&valid_at={}", VALID_FROM + 86_400_000)),
+        Workload::Chat => unreachable!("chat turns go through chat_turn"),
         Workload::Ingest => unreachable!("ingest is not a request loop"),
     };
     match req.send().await {
@@ -320,4 +341,60 @@ async fn request(
             false
         }
     }
+}
+
+/// One `streaming_chat` turn of the `chat` workload: on odd `n` a remember
+/// (starting a new conversation), on even `n` a question about the same key
+/// continuing it with `context`. Ok when the status is 200 and the body's
+/// last line is an `AGENT_FRAMEWORK` response without `structure.error`.
+async fn chat_turn(
+    client: &reqwest::Client,
+    base: &str,
+    key: u64,
+    conn: usize,
+    n: u64,
+    context: &mut Option<serde_json::Value>,
+) -> bool {
+    let remember = n % 2 == 1;
+    let text = if remember {
+        format!("remember Person:{key} works_at Org:c{conn}n{n}")
+    } else {
+        format!("what do you know about Person:{key}")
+    };
+    let mut body = json!({
+        "user_message": {"type": "HUMAN", "text": text},
+        "chat_filter": {"chat_filter_type": "MINIMAL"},
+    });
+    let continued = if remember { None } else { context.take() };
+    if let Some(ctx) = continued {
+        body["chat_context"] = ctx;
+    }
+    let resp = match client.post(format!("{base}/api/v1/memory/streaming_chat")).json(&body).send().await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return false;
+        }
+    };
+    let status = resp.status();
+    let bytes = match resp.bytes().await {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return false;
+        }
+    };
+    let last = bytes.split(|&b| b == b'\n').rev().find(|l| !l.iter().all(u8::is_ascii_whitespace)).unwrap_or_default();
+    let parsed: Option<serde_json::Value> = serde_json::from_slice(last).ok();
+    let response = parsed.as_ref().map(|v| &v["response"]);
+    let ok = status == reqwest::StatusCode::OK
+        && response.is_some_and(|r| r["type"] == "AGENT_FRAMEWORK" && r["structure"].get("error").is_none());
+    if !ok {
+        eprintln!("error: {status} {}", String::from_utf8_lossy(last));
+        return false;
+    }
+    if remember {
+        *context = response.map(|r| r["chat_context"].clone()).filter(|c| c.is_object());
+    }
+    true
 }
