@@ -139,6 +139,14 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     let mut stop_for_server = stop_tx.subscribe();
     let server = http.map(|listener| {
         let app = crate::http::router(state.clone());
+        // Streamed answers (chat turns, SSE) go out in several writes; with
+        // Nagle's algorithm on, a write after the first waits for the
+        // client's delayed ACK (~40 ms on a kept-alive connection).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
+        });
         tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(async move {
