@@ -177,6 +177,15 @@ async fn turns_are_stored_as_conversation_facts_and_recallable() {
     let subjects: Vec<&str> =
         found["answer_facts"].as_array().unwrap().iter().map(|f| f["subject"].as_str().unwrap()).collect();
     assert!(subjects.iter().any(|s| s.starts_with(&format!("Message:{id}-"))), "{found}");
+
+    // And through MCP's recall.
+    let rpc = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "recall", "arguments": {"question": "apollo status"}}});
+    let r =
+        send(api.req(Method::POST, "/mcp").header("accept", "application/json, text/event-stream").json(&rpc)).await;
+    let facts = &r.expect(200)["result"]["structuredContent"]["facts"];
+    let subjects: Vec<&str> = facts.as_array().unwrap().iter().map(|f| f["subject"].as_str().unwrap()).collect();
+    assert!(subjects.iter().any(|s| s.starts_with(&format!("Message:{id}-"))), "{}", r.text);
 }
 
 #[tokio::test]
