@@ -4,6 +4,7 @@
 //! and one thin module per wire surface. The bitemporal engine itself is the
 //! `tempora-storage` crate.
 
+pub mod agent_protocol;
 pub mod agents;
 pub mod auth;
 pub mod civil;

@@ -110,6 +110,8 @@ pub fn router(state: AppState) -> Router {
                 .with_state(mcp::Endpoint::new(state.clone())),
         )
         .route("/.well-known/mcp.json", get(crate::mcp::manifest::serve))
+        // The Agent Protocol (docs/agent-protocol.md).
+        .merge(crate::agent_protocol::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), track))

@@ -1,0 +1,58 @@
+//! The Agent Protocol's error answers, which differ from the memory API's
+//! envelope: `404 {"message": "..."}` for unknown ids and `422` with a JSON
+//! body (`{"message": "..."}` too) for input that cannot be processed.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApError {
+        ApError { status, message: message.into() }
+    }
+    pub fn not_found(what: &str, id: &str) -> ApError {
+        ApError::new(StatusCode::NOT_FOUND, format!("Unable to find {what} with the provided id: {id}"))
+    }
+    /// Also the answer to callers without a valid key: it never says whether
+    /// the thing exists.
+    pub fn hidden() -> ApError {
+        ApError::new(StatusCode::NOT_FOUND, "Unable to find entity with the provided id")
+    }
+    pub fn unprocessable(message: impl Into<String>) -> ApError {
+        ApError::new(StatusCode::UNPROCESSABLE_ENTITY, message)
+    }
+    pub fn too_large(message: impl Into<String>) -> ApError {
+        ApError::new(StatusCode::PAYLOAD_TOO_LARGE, message)
+    }
+    pub fn internal() -> ApError {
+        ApError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    }
+}
+
+impl IntoResponse for ApError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(json!({ "message": self.message }))).into_response()
+    }
+}
+
+impl From<crate::http::error::ApiError> for ApError {
+    fn from(e: crate::http::error::ApiError) -> ApError {
+        match e.status {
+            StatusCode::NOT_FOUND => ApError::hidden(),
+            StatusCode::BAD_REQUEST => ApError::unprocessable(e.message),
+            status => ApError::new(status, e.message),
+        }
+    }
+}
+
+impl From<tempora_storage::EngineError> for ApError {
+    fn from(e: tempora_storage::EngineError) -> ApError {
+        crate::http::error::ApiError::from(e).into()
+    }
+}

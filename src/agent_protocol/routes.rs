@@ -1,0 +1,369 @@
+//! The `/ap/v1` handlers: bodies and queries read leniently where clients
+//! differ (no body, GETs with bodies, `page`/`pageSize`), answers always
+//! carrying every field the protocol names.
+
+use super::artifacts::{self, Chunker};
+use super::error::ApError;
+use super::step::{self, StepRequest};
+use super::store::{self, Facts, Page, Reader};
+use crate::http::extract::Caller;
+use crate::http::AppState;
+use axum::body::Bytes;
+use axum::extract::multipart::MultipartRejection;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequestParts, Multipart, Path, RawQuery, State};
+use axum::http::header::{CONTENT_DISPOSITION, CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Map, Value};
+
+pub const DEFAULT_PAGE_SIZE: usize = 10;
+pub const MAX_PAGE_SIZE: usize = 100;
+
+/// The caller's tenant; a missing or wrong key is `404 {"message"}`.
+pub struct Tenant(pub String);
+
+impl FromRequestParts<AppState> for Tenant {
+    type Rejection = ApError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        Ok(Tenant(caller.tenant()?.to_string()))
+    }
+}
+
+/// `current_page` (alias `page`) and `page_size` (alias `pageSize`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paging {
+    pub page: usize,
+    pub size: usize,
+}
+
+impl Paging {
+    pub fn parse(query: Option<&str>) -> Result<Paging, ApError> {
+        let mut p = Paging { page: 1, size: DEFAULT_PAGE_SIZE };
+        for (k, v) in query.unwrap_or("").split('&').filter_map(|kv| kv.split_once('=')) {
+            let v = crate::http::extract::percent_decode(v);
+            let number = |name: &str| {
+                let digits = v.trim();
+                // A page past any number is simply past the end.
+                let n = (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| digits.parse::<u64>().unwrap_or(u64::MAX));
+                n.filter(|n| *n >= 1).ok_or_else(|| {
+                    ApError::unprocessable(format!("{name} must be an integer of at least 1, got {v:?}"))
+                })
+            };
+            match k {
+                "current_page" | "page" => p.page = number(k)?.min(usize::MAX as u64 / 2) as usize,
+                "page_size" | "pageSize" => {
+                    let n = number(k)?;
+                    if n > MAX_PAGE_SIZE as u64 {
+                        return Err(ApError::unprocessable(format!("{k} must be at most {MAX_PAGE_SIZE}, got {n}")));
+                    }
+                    p.size = n as usize;
+                }
+                _ => {}
+            }
+        }
+        Ok(p)
+    }
+
+    fn skip(self) -> usize {
+        (self.page - 1).saturating_mul(self.size)
+    }
+
+    fn json(self, total: usize) -> Value {
+        json!({
+            "total_items": total,
+            "total_pages": total.div_ceil(self.size),
+            "current_page": self.page,
+            "page_size": self.size,
+        })
+    }
+}
+
+fn list<T>(key: &str, page: Page<T>, paging: Paging, json: impl Fn(&T) -> Value) -> Json<Value> {
+    let items: Vec<Value> = page.items.iter().map(json).collect();
+    Json(json!({ key: items, "pagination": paging.json(page.total) }))
+}
+
+/// A task or step body: none (empty), or an object with `input` (string or
+/// null) and `additional_input` (object or null).
+fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<StepRequest, ApError> {
+    let bytes = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApError::too_large("the request body is larger than the configured limit (max_body_bytes)")
+        } else {
+            ApError::unprocessable(format!("cannot read the request body: {e}"))
+        }
+    })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(StepRequest::default());
+    }
+    let v: Value =
+        serde_json::from_slice(&bytes).map_err(|e| ApError::unprocessable(format!("the body is not JSON: {e}")))?;
+    let obj = match v {
+        Value::Null => return Ok(StepRequest::default()),
+        Value::Object(o) => o,
+        other => {
+            return Err(ApError::unprocessable(format!(
+                "the body must be a JSON object, got {}",
+                crate::json::kind_name(&other)
+            )))
+        }
+    };
+    let input = match obj.get("input") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            return Err(ApError::unprocessable(format!(
+                "input must be a string or null, got {}",
+                crate::json::kind_name(other)
+            )))
+        }
+    };
+    let additional_input = match obj.get("additional_input") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(m)) => Some(m.clone()),
+        Some(other) => {
+            return Err(ApError::unprocessable(format!(
+                "additional_input must be an object or null, got {}",
+                crate::json::kind_name(other)
+            )))
+        }
+    };
+    Ok(StepRequest { input, additional_input })
+}
+
+/// The network a new task runs on: `additional_input.agent`, or `memory`.
+fn agent_of(st: &AppState, extra: Option<&Map<String, Value>>) -> Result<String, ApError> {
+    if let Some(steps) = extra.and_then(|e| e.get("steps")) {
+        if !matches!(steps.as_str(), Some("lines" | "whole")) {
+            return Err(ApError::unprocessable(format!(
+                "additional_input.steps must be \"lines\" or \"whole\", got {steps}"
+            )));
+        }
+    }
+    let agent = match extra.and_then(|e| e.get("agent")) {
+        None | Some(Value::Null) => "memory".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => {
+            return Err(ApError::unprocessable(format!("additional_input.agent must be a string, got {other}")))
+        }
+    };
+    if st.agents.get(&agent).is_none() {
+        return Err(ApError::unprocessable(format!("no agent network named {agent:?}")));
+    }
+    Ok(agent)
+}
+
+/// `POST /ap/v1/agent/tasks`.
+pub async fn create_task(
+    State(st): State<AppState>,
+    Tenant(tenant): Tenant,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApError> {
+    let req = parse_body(body)?;
+    if req.input.as_ref().is_some_and(|i| i.len() > crate::neurosan::turn::MAX_USER_TEXT) {
+        return Err(ApError::unprocessable(format!(
+            "input is longer than {} bytes",
+            crate::neurosan::turn::MAX_USER_TEXT
+        )));
+    }
+    let agent = agent_of(&st, req.additional_input.as_ref())?;
+    let id = store::new_id();
+    let subject = store::task_subject(&id);
+    let mut facts = Facts::of_task(&id);
+    facts
+        .set(&subject, "task.agent", json!(agent))
+        .set(&subject, "task.input", json!(req.input))
+        .set(&subject, "task.additional_input", store::object_or_null(req.additional_input.as_ref()))
+        .set(&subject, "task.status", json!("created"));
+    store::write(&st, &tenant, facts).await?;
+    let task = Reader::new(&st, &tenant).task(&id).await?;
+    Ok(Json(task.json()))
+}
+
+/// `GET /ap/v1/agent/tasks`.
+pub async fn list_tasks(
+    State(st): State<AppState>,
+    Tenant(tenant): Tenant,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>, ApError> {
+    let paging = Paging::parse(q.as_deref())?;
+    let page = Reader::new(&st, &tenant).tasks(paging.skip(), paging.size).await?;
+    Ok(list("tasks", page, paging, store::Task::json))
+}
+
+/// `GET /ap/v1/agent/tasks/{task_id}`.
+pub async fn get_task(
+    State(st): State<AppState>,
+    Tenant(tenant): Tenant,
+    Path(task_id): Path<String>,
+) -> Result<Json<Value>, ApError> {
+    Ok(Json(Reader::new(&st, &tenant).task(&task_id).await?.json()))
+}
+
+/// `POST /ap/v1/agent/tasks/{task_id}/steps`: runs the step to its end on
+/// its own task, so a client that goes away does not cut it short.
+pub async fn execute_step(
+    State(st): State<AppState>,
+    Tenant(tenant): Tenant,
+    Path(task_id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApError> {
+    Reader::new(&st, &tenant).task(&task_id).await?;
+    let req = parse_body(body)?;
+    if req.input.as_ref().is_some_and(|i| i.len() > crate::neurosan::turn::MAX_USER_TEXT) {
+        return Err(ApError::unprocessable(format!(
+            "input is longer than {} bytes",
+            crate::neurosan::turn::MAX_USER_TEXT
+        )));
+    }
+    let work = tokio::spawn(async move { step::execute(&st, &tenant, &task_id, req).await });
+    let step = work.await.map_err(|_| ApError::internal())??;
+    Ok(Json(step.json()))
+}
+
+/// `GET /ap/v1/agent/tasks/{task_id}/steps`.
+pub async fn list_steps(
+    State(st): State<AppState>,
+    Tenant(tenant): Tenant,
+    Path(task_id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>, ApError> {
+    let reader = Reader::new(&st, &tenant);
+    reader.task(&task_id).await?;
+    let paging = Paging::parse(q.as_deref())?;
+    let page = reader.steps(&task_id, paging.skip(), paging.size).await?;
+    Ok(list("steps", page, paging, store::Step::json))
+}
+
+/// `GET /ap/v1/agent/tasks/{task_id}/steps/{step_id}`.
+pub async fn get_step(
+    State(st): State<AppState>,
+    Tenant(tenant): Tenant,
+    Path((task_id, step_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApError> {
+    let reader = Reader::new(&st, &tenant);
+    reader.task(&task_id).await?;
+    Ok(Json(reader.step(&task_id, &step_id).await?.json()))
+}
+
+/// `GET /ap/v1/agent/tasks/{task_id}/artifacts`.
+pub async fn list_artifacts(
+    State(st): State<AppState>,
+    Tenant(tenant): Tenant,
+    Path(task_id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>, ApError> {
+    let reader = Reader::new(&st, &tenant);
+    reader.task(&task_id).await?;
+    let paging = Paging::parse(q.as_deref())?;
+    let page = reader.artifacts(&task_id, paging.skip(), paging.size).await?;
+    Ok(list("artifacts", page, paging, store::Artifact::json))
+}
+
+/// `POST /ap/v1/agent/tasks/{task_id}/artifacts`: multipart `file` and an
+/// optional `relative_path` (also accepted in the query).
+pub async fn upload_artifact(
+    State(st): State<AppState>,
+    Tenant(tenant): Tenant,
+    Path(task_id): Path<String>,
+    RawQuery(q): RawQuery,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Json<Value>, ApError> {
+    Reader::new(&st, &tenant).task(&task_id).await?;
+    let mut multipart =
+        multipart.map_err(|e| ApError::unprocessable(format!("expected a multipart/form-data body: {e}")))?;
+    let mut relative_path = q
+        .as_deref()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == "relative_path")
+        .map(|(_, v)| crate::http::extract::percent_decode(v));
+    let mut file: Option<(String, Vec<Bytes>)> = None;
+    let max = artifacts::max_bytes(&st);
+    let read_error = |e: axum::extract::multipart::MultipartError| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApError::too_large(format!("the upload is larger than the configured limit ({max} bytes)"))
+        } else {
+            ApError::unprocessable(format!("cannot read the multipart body: {e}"))
+        }
+    };
+    while let Some(mut field) = multipart.next_field().await.map_err(read_error)? {
+        match field.name() {
+            Some("file") => {
+                let name = field.file_name().unwrap_or("file").to_string();
+                let name = artifacts::check_file_name(&name)?;
+                let mut chunker = Chunker::default();
+                while let Some(piece) = field.chunk().await.map_err(read_error)? {
+                    chunker.push(&piece);
+                    if chunker.size > max {
+                        return Err(ApError::too_large(format!("the artifact is larger than {max} bytes")));
+                    }
+                }
+                file = Some((name, chunker.finish()));
+            }
+            Some("relative_path") => {
+                relative_path = Some(field.text().await.map_err(read_error)?);
+            }
+            _ => {}
+        }
+    }
+    let Some((file_name, chunks)) = file else {
+        return Err(ApError::unprocessable("the multipart body has no `file` field"));
+    };
+    let relative_path = match relative_path {
+        Some(p) => artifacts::check_relative_path(&p)?,
+        None => None,
+    };
+    let a = artifacts::create(&st, &tenant, &task_id, None, file_name, relative_path, chunks).await?;
+    Ok(Json(a.json()))
+}
+
+/// `GET /ap/v1/agent/tasks/{task_id}/artifacts/{artifact_id}`: the bytes,
+/// streamed, whatever the `Accept` header says.
+pub async fn download_artifact(
+    State(st): State<AppState>,
+    Tenant(tenant): Tenant,
+    Path((task_id, artifact_id)): Path<(String, String)>,
+) -> Result<Response, ApError> {
+    let reader = Reader::new(&st, &tenant);
+    reader.task(&task_id).await?;
+    let a = reader.artifact(&task_id, &artifact_id).await?;
+    let body = artifacts::download(&st, &tenant, &a);
+    Ok((
+        [
+            (CONTENT_TYPE, "application/octet-stream".to_string()),
+            (CONTENT_DISPOSITION, artifacts::content_disposition(&a.file_name)),
+            (CONTENT_LENGTH, a.size.to_string()),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paging_reads_both_spellings_and_checks_bounds() {
+        assert_eq!(Paging::parse(None).unwrap(), Paging { page: 1, size: 10 });
+        assert_eq!(Paging::parse(Some("current_page=3&page_size=1")).unwrap(), Paging { page: 3, size: 1 });
+        assert_eq!(Paging::parse(Some("page=2&pageSize=25&x=y")).unwrap(), Paging { page: 2, size: 25 });
+        for bad in ["page_size=0", "page_size=101", "current_page=0", "current_page=x", "page=-1"] {
+            assert_eq!(Paging::parse(Some(bad)).unwrap_err().status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+        }
+        let huge = Paging::parse(Some("current_page=99999999999999999999")).unwrap();
+        assert_eq!(huge.json(3)["total_pages"], 1);
+        assert!(huge.skip() > 3);
+        let far = Paging::parse(Some("current_page=1000000000")).unwrap();
+        assert_eq!(far.json(3)["total_pages"], 1);
+        assert!(far.skip() > 3);
+    }
+}

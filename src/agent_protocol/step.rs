@@ -1,0 +1,237 @@
+//! Running one step of a task: one chat turn of the task's agent network.
+//!
+//! The rules (docs/agent-protocol.md, "Steps"):
+//!
+//! - A task's input is a plan: its non-empty lines, one per step (the
+//!   model-free `memory` agent understands one command per message). With
+//!   `additional_input.steps = "whole"` the whole input is one line.
+//! - A step without input runs the plan's next line. The step that runs the
+//!   last line is the last step (`is_last`), and the task is completed.
+//! - A step with input runs that input in the same conversation; the plan
+//!   waits. A task without input is driven by step inputs only.
+//! - A step whose input is `done` or `stop`, or a step without input when
+//!   no line is left, ends the task without running anything.
+//! - A step after the last answers 200 with an output saying so, changes
+//!   nothing, and is itself marked last.
+//! - A turn that fails (the model or the memory failed) is a completed step
+//!   whose `additional_output.error` says why; it does not use up a plan
+//!   line, so the next step without input tries the same line again.
+//! - `additional_input.save_as` (a file name, optionally with
+//!   `relative_path`) writes the step's output as an artifact the agent
+//!   created, attached to the step and the task.
+
+use super::artifacts;
+use super::error::ApError;
+use super::store::{self, Facts, Reader, Step, Task};
+use crate::http::AppState;
+use crate::memory::blocking;
+use crate::neurosan::turn::{self, StartError};
+use crate::neurosan::wire::{ChatContext, ChatMessage, ChatRequest, MessageType};
+use futures_util::StreamExt;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
+/// What a step was asked.
+#[derive(Debug, Default, Clone)]
+pub struct StepRequest {
+    pub input: Option<String>,
+    pub additional_input: Option<Map<String, Value>>,
+}
+
+/// The plan of a task: what its steps without input run, in order.
+pub fn plan(task: &Task) -> Vec<String> {
+    let input = task.input.as_deref().unwrap_or("").trim();
+    if input.is_empty() {
+        return Vec::new();
+    }
+    let whole = task.additional_input.as_ref().and_then(|a| a.get("steps")).and_then(Value::as_str) == Some("whole");
+    if whole {
+        return vec![input.to_string()];
+    }
+    input.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect()
+}
+
+/// Steps of one task run one at a time.
+static RUNNING: LazyLock<Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>> =
+    LazyLock::new(Default::default);
+
+fn lock_of(tenant: &str, task: &str) -> Arc<tokio::sync::Mutex<()>> {
+    let mut m = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+    m.retain(|_, l| Arc::strong_count(l) > 1);
+    m.entry((tenant.to_string(), task.to_string())).or_default().clone()
+}
+
+/// What a step does, decided before anything runs.
+enum Action {
+    /// Run this text as a turn; `line` is the plan line it uses up.
+    Run { text: String, line: Option<usize>, last: bool },
+    /// End the task without running anything.
+    End(String),
+    /// The task was already completed.
+    AfterLast,
+}
+
+/// Runs the next step of `task_id` and returns it, completed.
+pub async fn execute(st: &AppState, tenant: &str, task_id: &str, req: StepRequest) -> Result<Step, ApError> {
+    let lock = lock_of(tenant, task_id);
+    let _held = lock.lock().await;
+    let reader = Reader::new(st, tenant);
+    let task = reader.task(task_id).await?;
+    let save_as = save_as(req.additional_input.as_ref())?;
+    let number = reader.step_count(task_id).await? as u64 + 1;
+    let own = req.input.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(String::from);
+    let lines = plan(&task);
+    let action = if task.status == "completed" {
+        Action::AfterLast
+    } else if let Some(text) = own {
+        if matches!(text.to_ascii_lowercase().as_str(), "done" | "stop") {
+            Action::End(format!("The task is completed: step {number} asked to {}.", text.to_ascii_lowercase()))
+        } else {
+            Action::Run { text, line: None, last: false }
+        }
+    } else if let Some(text) = lines.get(task.lines_run) {
+        Action::Run { text: text.clone(), line: Some(task.lines_run), last: task.lines_run + 1 == lines.len() }
+    } else {
+        Action::End(if lines.is_empty() {
+            "The task is completed: it has no input and the step asked for nothing.".into()
+        } else {
+            "The task is completed: every line of its input has run.".into()
+        })
+    };
+
+    let step_id = store::new_id();
+    let subject = store::step_subject(&step_id);
+    let task_subject = store::task_subject(task_id);
+    let name = match &action {
+        Action::Run { line: Some(n), .. } => format!("plan line {}", n + 1),
+        Action::Run { line: None, .. } => "input".to_string(),
+        Action::End(_) => "end".to_string(),
+        Action::AfterLast => "after the last step".to_string(),
+    };
+    // The step as asked, running.
+    let mut facts = Facts::of_task(task_id);
+    facts
+        .set(&subject, "step.task", json!(task_subject))
+        .set(&subject, "step.number", json!(number))
+        .set(&subject, "step.name", json!(name))
+        .set(&subject, "step.input", json!(req.input))
+        .set(&subject, "step.additional_input", store::object_or_null(req.additional_input.as_ref()))
+        .set(&subject, "step.status", json!("running"));
+    if task.status == "created" {
+        facts.set(&task_subject, "task.status", json!("running"));
+    }
+    store::write(st, tenant, facts).await?;
+
+    let (output, mut extra, is_last, lines_run) = match action {
+        Action::AfterLast => (
+            "This task is already completed; nothing was run. Create a new task to go on.".to_string(),
+            json!({"task_completed": true}),
+            true,
+            None,
+        ),
+        Action::End(why) => (why, json!({"task_completed": true}), true, None),
+        Action::Run { text, line, last } => {
+            let (answer, error) = run_turn(st, tenant, &task, text).await?;
+            match error {
+                Some(e) => (answer, json!({"agent": task.agent, "error": e}), false, None),
+                None => (answer, json!({"agent": task.agent, "task_completed": last}), last, line.map(|n| n + 1)),
+            }
+        }
+    };
+    if let Some(n) = lines_run {
+        extra["plan"] = json!({"lines": lines.len(), "lines_run": n});
+    }
+
+    let mut created = Vec::new();
+    if let Some((file_name, relative_path)) = save_as {
+        let chunks = artifacts::chunked(output.as_bytes());
+        let a = artifacts::create(st, tenant, task_id, Some(&step_id), file_name, relative_path, chunks).await?;
+        created.push(a);
+    }
+
+    let mut facts = Facts::of_task(task_id);
+    facts
+        .set(&subject, "step.output", json!(output))
+        .set(&subject, "step.additional_output", extra.clone())
+        .set(&subject, "step.is_last", json!(is_last))
+        .set(&subject, "step.status", json!("completed"));
+    if let Some(n) = lines_run {
+        facts.set(&task_subject, "task.lines_run", json!(n));
+    }
+    if is_last && task.status != "completed" {
+        facts.set(&task_subject, "task.status", json!("completed"));
+    }
+    store::write(st, tenant, facts).await?;
+
+    Ok(Step {
+        id: step_id,
+        task_id: task_id.to_string(),
+        number,
+        name: Some(name),
+        input: req.input,
+        additional_input: req.additional_input.map(Value::Object),
+        output: Some(output),
+        additional_output: Some(extra),
+        status: "completed".into(),
+        is_last,
+        artifacts: created,
+    })
+}
+
+/// `additional_input.save_as` (and its `relative_path`), checked.
+fn save_as(extra: Option<&Map<String, Value>>) -> Result<Option<(String, Option<String>)>, ApError> {
+    let Some(extra) = extra else { return Ok(None) };
+    let name = match extra.get("save_as") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => artifacts::check_file_name(s)?,
+        Some(_) => return Err(ApError::unprocessable("additional_input.save_as must be a file name (a string)")),
+    };
+    let path = match extra.get("relative_path") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => artifacts::check_relative_path(s)?,
+        Some(_) => return Err(ApError::unprocessable("additional_input.relative_path must be a string")),
+    };
+    Ok(Some((name, path)))
+}
+
+/// One turn of the task's network, continuing the task's conversation:
+/// the answer, and the error when the turn failed.
+async fn run_turn(st: &AppState, tenant: &str, task: &Task, text: String) -> Result<(String, Option<String>), ApError> {
+    let engine = st.memory.engine().clone();
+    let key = artifacts::context_key(tenant, &task.id);
+    let stored = blocking({
+        let (engine, key) = (engine.clone(), key.clone());
+        move || engine.aux_get(&key)
+    })
+    .await?;
+    let chat_context: Option<ChatContext> = stored.and_then(|b| serde_json::from_slice(&b).ok());
+    let req = ChatRequest {
+        user_message: Some(ChatMessage::new(MessageType::Human, text)),
+        chat_context,
+        ..ChatRequest::default()
+    };
+    let turn = match turn::start(st, tenant.to_string(), &task.agent, req) {
+        Ok(t) => t,
+        Err(StartError::UnknownAgent(a)) => {
+            let why = format!("the task's agent network {a:?} is not served any more");
+            return Ok((format!("Error: {why}"), Some(why)));
+        }
+        Err(StartError::BadRequest(m)) => return Err(ApError::unprocessable(m)),
+    };
+    let last = turn.until(st.shutdown.clone()).fold(None, |_, r| async move { Some(r) }).await;
+    let Some(last) = last else {
+        let why = "the agent ended without an answer".to_string();
+        return Ok((format!("Error: {why}"), Some(why)));
+    };
+    let m = last.response;
+    let error =
+        m.structure.as_ref().and_then(|s| s.get("error")).map(|e| e.as_str().map_or(e.to_string(), String::from));
+    if error.is_none() {
+        if let Some(ctx) = &m.chat_context {
+            let bytes = serde_json::to_vec(ctx).map_err(|_| ApError::internal())?;
+            blocking(move || engine.aux_put(&key, &bytes)).await?;
+        }
+    }
+    Ok((m.text, error))
+}
