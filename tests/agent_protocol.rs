@@ -414,3 +414,52 @@ async fn a_task_continues_after_a_restart_and_its_artifacts_stay() {
         messages.iter().map(|m| m["object"].as_str().unwrap()).collect();
     assert_eq!(conversations.len(), 1);
 }
+
+#[tokio::test]
+async fn a_step_cut_by_a_crash_is_closed_and_its_line_runs_again() {
+    let fake = common::fake_llm::FakeLlm::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let networks = tmp.path().join("networks");
+    std::fs::create_dir_all(&networks).unwrap();
+    // A front man whose model takes a few seconds to answer.
+    std::fs::write(
+        networks.join("slow.hocon"),
+        format!(
+            r#"{{ "llm_config": {{ "model_name": "slow", "base_url": "{}" }},
+               "tools": [ {{ "name": "front", "function": {{ "description": "d" }}, "instructions": "i" }} ] }}"#,
+            fake.base_url
+        ),
+    )
+    .unwrap();
+    std::fs::write(networks.join("manifest.hocon"), r#"{ "slow.hocon": true }"#).unwrap();
+    let env = [("TEMPORA_AGENTS_DIR", networks.to_str().unwrap()), ("TEMPORA_OUTBOUND_ALLOW_PRIVATE", "true")];
+    let dir = tmp.path().join("data");
+    let server = Server::start(&dir, &env);
+    let api = Api::new(&server, None);
+    let t = id(&create(&api, json!({"input": "hello", "additional_input": {"agent": "slow"}})).await, "task_id");
+    // Start a step and crash the server while the model is thinking.
+    let (base, path) = (server.base.clone(), format!("{TASKS}/{t}/steps"));
+    let pending = tokio::spawn(async move { client().post(format!("{base}{path}")).json(&json!({})).send().await });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while fake.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the step never called the model");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    server.kill9();
+    let _ = pending.await; // the connection died with the server
+
+    let server = Server::start(&dir, &env);
+    let api = Api::new(&server, None);
+    let steps = api.get(&format!("{TASKS}/{t}/steps")).await.expect(200).clone();
+    assert_eq!(steps["steps"][0]["status"], "running", "left running by the crash: {steps}");
+    // The next step closes it, and runs the same plan line again.
+    let s2 = step(&api, &t, None).await;
+    assert_eq!(s2["name"], "plan line 1", "{s2}");
+    assert_eq!(s2["is_last"], true, "{s2}");
+    let steps = api.get(&format!("{TASKS}/{t}/steps")).await.expect(200).clone();
+    let first = &steps["steps"][0];
+    assert_eq!(first["status"], "completed", "{steps}");
+    assert_eq!(first["additional_output"]["error"], "interrupted", "{steps}");
+    assert!(first["output"].as_str().unwrap().starts_with("Interrupted"), "{steps}");
+    assert_eq!(api.get(&format!("{TASKS}/{t}")).await.expect(200)["status"], "completed");
+}

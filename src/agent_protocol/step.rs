@@ -78,6 +78,7 @@ pub async fn execute(st: &AppState, tenant: &str, task_id: &str, req: StepReques
     let _held = lock.lock().await;
     let reader = Reader::new(st, tenant);
     let task = reader.task(task_id).await?;
+    close_interrupted(st, &reader, task_id).await?;
     let save_as = save_as(req.additional_input.as_ref())?;
     let number = reader.step_count(task_id).await? as u64 + 1;
     let own = req.input.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(String::from);
@@ -177,6 +178,33 @@ pub async fn execute(st: &AppState, tenant: &str, task_id: &str, req: StepReques
         is_last,
         artifacts: created,
     })
+}
+
+/// What an interrupted step says it did.
+pub const INTERRUPTED: &str = "Interrupted: the server stopped while this step ran, so it did not finish. \
+                               Its plan line, if any, runs again with the next step.";
+
+/// Completes the steps of `task_id` a stopped server left running. Holding
+/// the task's lock, no step of this process runs, so a `running` step is
+/// one whose process died. Its plan line was not used up (`task.lines_run`
+/// moves only when a step completes), so the next step runs it again.
+async fn close_interrupted(st: &AppState, reader: &Reader, task_id: &str) -> Result<(), ApError> {
+    let steps = reader.steps(task_id, 0, usize::MAX).await?.items;
+    let stale: Vec<&Step> = steps.iter().filter(|s| s.status == "running").collect();
+    if stale.is_empty() {
+        return Ok(());
+    }
+    let mut facts = Facts::of_task(task_id);
+    for s in &stale {
+        let subject = store::step_subject(&s.id);
+        facts
+            .set(&subject, "step.output", json!(INTERRUPTED))
+            .set(&subject, "step.additional_output", json!({"error": "interrupted"}))
+            .set(&subject, "step.is_last", json!(false))
+            .set(&subject, "step.status", json!("completed"));
+    }
+    tracing::info!(task = %task_id, steps = stale.len(), "closed steps a stopped server left running");
+    store::write(st, reader.tenant(), facts).await
 }
 
 /// `additional_input.save_as` (and its `relative_path`), checked.

@@ -279,6 +279,10 @@ impl Reader {
         Reader { engine: st.memory.engine().clone(), tenant: tenant.to_string() }
     }
 
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
     async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Engine, &str) -> EngineResult<T> + Send + 'static,
