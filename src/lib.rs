@@ -16,6 +16,7 @@ pub mod http;
 pub mod json;
 pub mod llm;
 pub mod mcp;
+pub mod neurodock;
 pub mod neurosan;
 pub mod memory;
 pub mod metrics;

@@ -114,6 +114,13 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         ),
     };
     let grpc_local = grpc.as_ref().map(|l| l.local_addr()).transpose()?;
+    let tcp = match cfg.tcp_addr {
+        Listen::Off => None,
+        Listen::At(addr) => Some(
+            tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen for TCP on {addr}"))?,
+        ),
+    };
+    let tcp_local = tcp.as_ref().map(|l| l.local_addr()).transpose()?;
     tracing::info!(
         data_dir = %cfg.data_dir.display(),
         format_found = engine.format_found(),
@@ -123,6 +130,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         mode = if state.auth.is_open() { "open" } else { "keyed" },
         http = %http_local.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
         grpc = %grpc_local.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
+        tcp = %tcp_local.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
         "tempora started"
     );
     if let Some(a) = http_local {
@@ -131,6 +139,9 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     }
     if let Some(a) = grpc_local {
         tracing::info!("grpc listening on {a}");
+    }
+    if let Some(a) = tcp_local {
+        tracing::info!("tcp listening on {a}");
     }
 
     // Alert evaluation and scheduled reports, every [monitor] interval_secs.
@@ -164,10 +175,13 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         tokio::spawn(crate::neurosan::grpc::serve(listener, state.clone(), stopping))
     });
 
+    let tcp_server =
+        tcp.map(|listener| tokio::spawn(crate::neurodock::serve(listener, state.clone(), stop_tx.subscribe())));
+
     shutdown.await;
     tracing::info!("shutting down: draining requests");
     let _ = stop_tx.send(true);
-    // Both listeners drain at once, within the same 30 s.
+    // The listeners drain at once, within the same 30 s.
     let drain_deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     if let Some(server) = server {
         match tokio::time::timeout_at(drain_deadline, server).await {
@@ -183,6 +197,14 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
             Ok(Ok(Err(e))) => tracing::error!(error = %e, "grpc server error"),
             Ok(Err(e)) => tracing::error!(error = %e, "grpc server task failed"),
             Err(_) => tracing::warn!("grpc calls still running after 30 s; stopping anyway"),
+        }
+    }
+    if let Some(server) = tcp_server {
+        match tokio::time::timeout_at(drain_deadline, server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::error!(error = %e, "tcp server error"),
+            Ok(Err(e)) => tracing::error!(error = %e, "tcp server task failed"),
+            Err(_) => tracing::warn!("tcp connections still open after 30 s; stopping anyway"),
         }
     }
     if let Some(task) = monitor_task {
