@@ -42,6 +42,8 @@ pub struct Server {
     pub base: String,
     /// `host:port` of the gRPC listener, when started with one.
     pub grpc: Option<String>,
+    /// `host:port` of the TCP (NeuroDock) listener, when started with one.
+    pub tcp: Option<String>,
     pub data_dir: PathBuf,
     pub log: Arc<Mutex<Vec<String>>>,
 }
@@ -59,7 +61,17 @@ impl Server {
         Server::launch(data_dir, env, true)
     }
 
+    /// Like [`Server::start`], with the TCP (NeuroDock) listener on a free
+    /// port too ([`Server::tcp`]).
+    pub fn start_with_tcp(data_dir: &Path, env: &[(&str, &str)]) -> Server {
+        Server::launch_with(data_dir, env, false, true)
+    }
+
     fn launch(data_dir: &Path, env: &[(&str, &str)], grpc: bool) -> Server {
+        Server::launch_with(data_dir, env, grpc, false)
+    }
+
+    fn launch_with(data_dir: &Path, env: &[(&str, &str)], grpc: bool, tcp: bool) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tempora"));
         cmd.args(["serve", "--data-dir"]).arg(data_dir).args([
             "--http-addr",
@@ -67,7 +79,7 @@ impl Server {
             "--grpc-addr",
             if grpc { "127.0.0.1:0" } else { "off" },
             "--tcp-addr",
-            "off",
+            if tcp { "127.0.0.1:0" } else { "off" },
         ]);
         for (k, _) in std::env::vars() {
             if k.starts_with("TEMPORA_") {
@@ -97,12 +109,13 @@ impl Server {
                 rest.chars().take_while(|c| c.is_ascii_digit() || matches!(c, '.' | ':' | '[' | ']')).collect::<String>()
             })
         };
-        let (mut addr, mut grpc_addr) = (None, None);
-        while addr.is_none() || (grpc && grpc_addr.is_none()) {
+        let (mut addr, mut grpc_addr, mut tcp_addr) = (None, None, None);
+        while addr.is_none() || (grpc && grpc_addr.is_none()) || (tcp && tcp_addr.is_none()) {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(line) => {
                     addr = addr.or_else(|| listening(&line, "http listening on "));
                     grpc_addr = grpc_addr.or_else(|| listening(&line, "grpc listening on "));
+                    tcp_addr = tcp_addr.or_else(|| listening(&line, "tcp listening on "));
                 }
                 Err(_) => {
                     let _ = child.kill();
@@ -112,7 +125,7 @@ impl Server {
             }
         }
         let addr = addr.expect("read above");
-        Server { child: Some(child), base: format!("http://{addr}"), grpc: grpc_addr, data_dir: data_dir.to_path_buf(), log }
+        Server { child: Some(child), base: format!("http://{addr}"), grpc: grpc_addr, tcp: tcp_addr, data_dir: data_dir.to_path_buf(), log }
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -1,0 +1,394 @@
+//! The NeuroDock protocol on the TCP listener of a real server process:
+//! framing (raw, gzip, batched, split), tools (built-in and called back on
+//! the client), errors and limits, keyed mode, concurrency, restarts, and
+//! queries stored as conversations.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tempora::neurodock::framing::{encode, Decoder, Item};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Nd {
+    stream: TcpStream,
+    dec: Decoder,
+}
+
+impl Nd {
+    async fn connect(server: &Server) -> Nd {
+        let addr = server.tcp.as_deref().expect("started with the TCP listener");
+        Nd { stream: TcpStream::connect(addr).await.expect("connects"), dec: Decoder::default() }
+    }
+
+    async fn write(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.expect("written");
+    }
+
+    async fn send(&mut self, kind: &str, data: Value) {
+        self.write(&encode(&json!({"type": kind, "data": data}), false)).await;
+    }
+
+    async fn send_gz(&mut self, kind: &str, data: Value) {
+        self.write(&encode(&json!({"type": kind, "data": data}), true)).await;
+    }
+
+    /// The next packet and whether it came gzip-compressed.
+    async fn recv_gz(&mut self) -> (Value, bool) {
+        let mut buf = vec![0u8; 8192];
+        loop {
+            if let Some(item) = self.dec.next_item() {
+                match item {
+                    Item::Packet { value, gzip } => return (value, gzip),
+                    Item::Error { message, .. } => panic!("server sent a bad packet: {message}"),
+                }
+            }
+            let n =
+                tokio::time::timeout(WAIT, self.stream.read(&mut buf)).await.expect("a packet in time").expect("read");
+            assert!(n > 0, "connection closed while waiting for a packet");
+            self.dec.push(&buf[..n]);
+        }
+    }
+
+    async fn recv(&mut self) -> Value {
+        self.recv_gz().await.0
+    }
+
+    /// The next packet, which must be of type `kind`; its data.
+    #[track_caller]
+    async fn expect(&mut self, kind: &str) -> Value {
+        let p = self.recv().await;
+        assert_eq!(p["type"], kind, "{p}");
+        p["data"].clone()
+    }
+
+    async fn expect_error(&mut self, code: &str) -> Value {
+        let d = self.expect("ERROR").await;
+        assert_eq!(d["code"], code, "{d}");
+        assert!(d["message"].as_str().is_some_and(|m| !m.is_empty()), "{d}");
+        d
+    }
+
+    /// Waits for the server to close the connection.
+    async fn expect_closed(&mut self) {
+        let mut buf = vec![0u8; 8192];
+        loop {
+            match tokio::time::timeout(WAIT, self.stream.read(&mut buf)).await.expect("closed in time") {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    }
+}
+
+fn start(env: &[(&str, &str)]) -> (tempfile::TempDir, Server) {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start_with_tcp(&tmp.path().join("data"), env);
+    (tmp, server)
+}
+
+fn weather_tool(timeout_ms: u64) -> Value {
+    json!({
+        "name": "weather",
+        "description": "The weather in a city",
+        "arguments": [{"type": "string", "name": "city"}],
+        "required": ["city"],
+        "response": "string",
+        "timeout_ms": timeout_ms
+    })
+}
+
+#[tokio::test]
+async fn raw_and_gzip_packets_batched_and_split() {
+    let (_tmp, server) = start(&[]);
+    let mut c = Nd::connect(&server).await;
+    c.send("ADD_TOOL", weather_tool(5000)).await;
+    let (p, gz) = c.recv_gz().await;
+    assert_eq!(p["type"], "TOOL_ADDED", "{p}");
+    assert!(!gz);
+    c.send_gz("ADD_TOOL", json!({"name": "clock", "description": "A clock", "response": "string"})).await;
+    let (p, gz) = c.recv_gz().await;
+    assert_eq!(p["data"]["name"], "clock", "{p}");
+    assert!(gz, "a gzip packet is answered compressed");
+
+    // Three packets in one write, mixed, with \r\n and blanks between.
+    let mut batch = Vec::new();
+    batch.extend(serde_json::to_vec(&json!({"type": "ADD_TOOL", "data": {"name": "a1", "description": "x"}})).unwrap());
+    batch.extend(b" \r\n");
+    batch.extend(encode(&json!({"type": "ADD_TOOL", "data": {"name": "a2", "description": "y"}}), true));
+    batch.extend(encode(&json!({"type": "QUERY", "data": {"message": "remember Person:ada likes tea"}}), false));
+    c.write(&batch).await;
+    assert_eq!(c.expect("TOOL_ADDED").await["name"], "a1");
+    assert_eq!(c.expect("TOOL_ADDED").await["name"], "a2");
+    let r = c.expect("RESPONSE").await;
+    assert!(r["message"].as_str().unwrap().starts_with("Remembered"), "{r}");
+
+    // One packet split across many writes, gzip and raw.
+    for gz in [false, true] {
+        let bytes = encode(&json!({"type": "QUERY", "data": {"message": "what do you know about Person:ada"}}), gz);
+        for chunk in bytes.chunks(7) {
+            c.write(chunk).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let (p, got_gz) = c.recv_gz().await;
+        assert_eq!(p["type"], "RESPONSE", "{p}");
+        assert_eq!(got_gz, gz);
+        assert!(p["data"]["message"].as_str().unwrap().contains("likes"), "{p}");
+    }
+    let api = Api::new(&server, None);
+    let facts = api.list("subject=Person:ada&predicate=likes").await;
+    assert_eq!(facts.len(), 1);
+    server.stop_ok();
+}
+
+#[tokio::test]
+async fn percent_n_puts_tool_results_in_the_message() {
+    let (_tmp, server) = start(&[]);
+    let mut c = Nd::connect(&server).await;
+    c.send("QUERY", json!({"message": "what do you know about Person:ada? It is %0.", "tools": ["get_current_date"]}))
+        .await;
+    let r = c.expect("RESPONSE").await;
+    let result = &r["tools"][0];
+    assert_eq!(result["tool"], "get_current_date");
+    assert!(result["result"].as_str().unwrap().contains("UTC"), "{r}");
+    assert_eq!(r["query"], format!("what do you know about Person:ada? It is {result}."));
+
+    // Not referred to: the result leads the message.
+    c.send(
+        "QUERY",
+        json!({"message": "what do you know about Person:ada", "tools": [
+            {"name": "remember", "arguments": {"subject": "Person:ada", "predicate": "knows", "object": "Person:alan"}},
+            "get_current_date"
+        ], "id": 7}),
+    )
+    .await;
+    let r = c.expect("RESPONSE").await;
+    assert_eq!(r["id"], 7);
+    let q = r["query"].as_str().unwrap();
+    let lines: Vec<&str> = q.lines().collect();
+    assert_eq!(lines.len(), 3, "{q}");
+    assert_eq!(serde_json::from_str::<Value>(lines[0]).unwrap()["tool"], "remember");
+    assert_eq!(serde_json::from_str::<Value>(lines[1]).unwrap()["tool"], "get_current_date");
+    assert_eq!(lines[2], "what do you know about Person:ada");
+    assert!(r["message"].as_str().unwrap().contains("Person:alan"), "{r}");
+
+    c.send("QUERY", json!({"message": "x", "tools": ["nope"]})).await;
+    c.expect_error("UnknownTool").await;
+    c.send("QUERY", json!({"message": ""})).await;
+    c.expect_error("BadRequest").await;
+    server.stop_ok();
+}
+
+#[tokio::test]
+async fn client_tools_are_called_back_and_time_out() {
+    let (_tmp, server) = start(&[]);
+    let mut a = Nd::connect(&server).await;
+    a.send("ADD_TOOL", weather_tool(10_000)).await;
+    a.expect("TOOL_ADDED").await;
+    a.send("QUERY", json!({"message": "weather: %0", "tools": [{"name": "weather", "arguments": {"city": "Oslo"}}]}))
+        .await;
+    let call = a.expect("TOOL_CALL").await;
+    assert_eq!(call["tool"], "weather");
+    assert_eq!(call["arguments"], json!({"city": "Oslo"}));
+    a.send("TOOL_RESULT", json!({"id": call["id"], "result": "sunny"})).await;
+    let r = a.expect("RESPONSE").await;
+    assert_eq!(r["query"], "weather: {\"result\":\"sunny\",\"tool\":\"weather\"}");
+
+    // Another connection of the tenant: the call goes to the one serving the tool.
+    let mut b = Nd::connect(&server).await;
+    b.send("QUERY", json!({"message": "and %0", "tools": [{"name": "weather", "arguments": {"city": "Bergen"}}]}))
+        .await;
+    let call = a.expect("TOOL_CALL").await;
+    assert_eq!(call["arguments"]["city"], "Bergen");
+    a.send("TOOL_RESULT", json!({"id": call["id"], "result": "rain"})).await;
+    assert!(b.expect("RESPONSE").await["query"].as_str().unwrap().contains("rain"));
+
+    // Arguments are checked against the definition, results against the response type.
+    a.send("QUERY", json!({"message": "x", "tools": ["weather"]})).await;
+    a.expect_error("BadRequest").await;
+    a.send("QUERY", json!({"message": "x", "tools": [{"name": "weather", "arguments": {"city": "Oslo"}}]})).await;
+    let call = a.expect("TOOL_CALL").await;
+    a.send("TOOL_RESULT", json!({"id": call["id"], "result": 42})).await;
+    a.expect_error("ToolFailed").await;
+    a.send("QUERY", json!({"message": "x", "tools": [{"name": "weather", "arguments": {"city": "Oslo"}}]})).await;
+    let call = a.expect("TOOL_CALL").await;
+    a.send("TOOL_RESULT", json!({"id": call["id"], "error": "no network"})).await;
+    assert!(a.expect_error("ToolFailed").await["message"].as_str().unwrap().contains("no network"));
+
+    // A call that is not answered in time.
+    a.send("ADD_TOOL", json!({"name": "slow", "description": "never answers", "timeout_ms": 300})).await;
+    a.expect("TOOL_ADDED").await;
+    a.send("QUERY", json!({"message": "x", "tools": ["slow"]})).await;
+    let call = a.expect("TOOL_CALL").await;
+    let e = a.expect_error("ToolTimeout").await;
+    assert_eq!(e["about"], "QUERY");
+    a.send("TOOL_RESULT", json!({"id": call["id"], "result": "late"})).await;
+    a.expect_error("UnknownCall").await;
+    // The connection goes on.
+    a.send("QUERY", json!({"message": "what do you know about Person:x"})).await;
+    a.expect("RESPONSE").await;
+    server.stop_ok();
+}
+
+#[tokio::test]
+async fn malformed_and_oversized_packets_and_a_gzip_bomb() {
+    let (_tmp, server) = start(&[]);
+    let mut other = Nd::connect(&server).await;
+    let mut c = Nd::connect(&server).await;
+    c.write(b"{\"type\": oops}\r\n").await;
+    c.expect_error("BadPacket").await;
+    c.write(b"hello\n").await;
+    c.expect_error("BadPacket").await;
+    c.send("DANCE", json!({})).await;
+    c.expect_error("UnknownType").await;
+    c.write(b"{\"data\": {}}\n").await;
+    c.expect_error("BadPacket").await;
+    c.send("ADD_TOOL", json!({"name": "t", "description": "d", "arguments": [{"type": "complex", "name": "z"}]})).await;
+    c.expect_error("BadRequest").await;
+    c.send("QUERY", json!({"message": "what do you know about Person:ada"})).await;
+    c.expect("RESPONSE").await;
+
+    // A gzip bomb: 1 MiB of wire is refused once past 4 MiB decoded.
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut enc, b"{\"type\":\"QUERY\",\"data\":{\"message\":\"").unwrap();
+    let spaces = vec![b'a'; 1 << 20];
+    for _ in 0..64 {
+        std::io::Write::write_all(&mut enc, &spaces).unwrap();
+    }
+    let bomb = enc.finish().unwrap();
+    let before = peak_rss_kib(server.pid());
+    c.write(&bomb).await;
+    assert!(c.expect_error("BadStream").await["message"].as_str().unwrap().contains("decompresses"));
+    c.expect_closed().await;
+    let grown = peak_rss_kib(server.pid()).saturating_sub(before);
+    assert!(grown < 48 * 1024, "peak memory grew by {grown} KiB for a 64 MiB bomb");
+
+    // An oversized raw packet closes that connection only.
+    let mut big = Nd::connect(&server).await;
+    let mut huge = b"{\"type\": \"QUERY\", \"data\": {\"message\": \"".to_vec();
+    huge.extend(vec![b'x'; 2 << 20]);
+    let _ = big.stream.write_all(&huge).await;
+    big.expect_error("BadStream").await;
+    big.expect_closed().await;
+
+    other.send("QUERY", json!({"message": "what do you know about Person:ada"})).await;
+    other.expect("RESPONSE").await;
+    let mut fresh = Nd::connect(&server).await;
+    fresh.send("QUERY", json!({"message": "what do you know about Person:ada"})).await;
+    fresh.expect("RESPONSE").await;
+    server.stop_ok();
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn keyed_mode_needs_auth_first() {
+    let (_tmp, server) = start(&keyed());
+    let mut c = Nd::connect(&server).await;
+    c.send("QUERY", json!({"message": "what do you know about Person:ada"})).await;
+    assert_eq!(c.expect_error("Unauthenticated").await["about"], "QUERY");
+    c.expect_closed().await;
+
+    let mut c = Nd::connect(&server).await;
+    c.send("AUTH", json!({"key": "wrong"})).await;
+    c.expect_error("Unauthenticated").await;
+    c.expect_closed().await;
+
+    let mut c = Nd::connect(&server).await;
+    c.send_gz("AUTH", json!({"key": NAS_KEY})).await;
+    assert_eq!(c.expect("AUTH_OK").await["tenant"], "nas");
+    c.send("ADD_TOOL", weather_tool(1000)).await;
+    c.expect("TOOL_ADDED").await;
+    c.send("QUERY", json!({"message": "remember Person:ada likes tea"})).await;
+    c.expect("RESPONSE").await;
+
+    let mut admin = Nd::connect(&server).await;
+    admin.send("AUTH", json!({"key": ADMIN, "tenant": "acme"})).await;
+    assert_eq!(admin.expect("AUTH_OK").await["tenant"], "acme");
+    admin.send("QUERY", json!({"message": "x", "tools": [{"name": "weather", "arguments": {"city": "Oslo"}}]})).await;
+    admin.expect_error("UnknownTool").await;
+
+    let nas = Api::new(&server, Some(NAS_KEY));
+    let acme = Api::new(&server, Some(ACME_KEY));
+    assert_eq!(nas.list("subject=Tool:weather&predicate=tool.description").await.len(), 1);
+    assert!(acme.list("subject=Tool:weather").await.is_empty());
+    assert_eq!(nas.list("subject=Person:ada&predicate=likes").await.len(), 1);
+    assert!(acme.list("subject=Person:ada").await.is_empty());
+    server.stop_ok();
+}
+
+#[tokio::test]
+async fn fifty_clients_at_once() {
+    let (_tmp, server) = start(&[]);
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let mut c = Nd::connect(&server).await;
+        tasks.push(tokio::spawn(async move {
+            c.send(
+                "QUERY",
+                json!({"message": format!("remember Person:p{i} checked_at %0"), "tools": ["get_current_date"]}),
+            )
+            .await;
+            let r = c.expect("RESPONSE").await;
+            assert!(r["message"].as_str().unwrap().starts_with("Remembered"), "{r}");
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let api = Api::new(&server, None);
+    assert_eq!(api.list("predicate=checked_at&limit=100").await.len(), 50);
+    server.stop_ok();
+}
+
+#[tokio::test]
+async fn tools_survive_a_restart_and_queries_are_conversations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let server = Server::start_with_tcp(&data, &[]);
+    let mut c = Nd::connect(&server).await;
+    c.send("ADD_TOOL", weather_tool(5000)).await;
+    c.expect("TOOL_ADDED").await;
+    c.send("QUERY", json!({"message": "remember Person:ada likes tea"})).await;
+    let first = c.expect("RESPONSE").await;
+    c.send("QUERY", json!({"message": "what do you know about Person:ada"})).await;
+    let second = c.expect("RESPONSE").await;
+    let id = first["conversation"].as_str().expect("a conversation id").to_string();
+    assert_eq!(second["conversation"], id, "one connection is one conversation");
+    let api = Api::new(&server, None);
+    let said = |n: usize| format!("subject=Message:{id}-{n}&predicate=text");
+    assert_eq!(api.list(&said(0)).await[0]["object"], "remember Person:ada likes tea");
+    assert_eq!(api.list(&said(2)).await[0]["object"], "what do you know about Person:ada");
+    assert_eq!(api.list(&said(3)).await[0]["object"], second["message"]);
+    drop(c);
+    server.stop_ok();
+
+    let server = Server::start_with_tcp(&data, &[]);
+    let api = Api::new(&server, None);
+    let stored = api.list("subject=Tool:weather").await;
+    assert_eq!(stored.len(), 5, "{stored:?}");
+    // Nobody serves it now: the querying connection is called.
+    let mut c = Nd::connect(&server).await;
+    c.send("QUERY", json!({"message": "%0", "tools": [{"name": "weather", "arguments": {"city": "Oslo"}}]})).await;
+    let call = c.expect("TOOL_CALL").await;
+    c.send("TOOL_RESULT", json!({"id": call["id"], "result": "snow"})).await;
+    let r = c.expect("RESPONSE").await;
+    assert!(r["query"].as_str().unwrap().contains("snow"));
+    assert_ne!(r["conversation"], id, "a new connection is a new conversation");
+    // Registering the same tool again writes nothing new.
+    c.send("ADD_TOOL", weather_tool(5000)).await;
+    c.expect("TOOL_ADDED").await;
+    assert_eq!(api.list("subject=Tool:weather").await.len(), 5);
+    server.stop_ok();
+}
