@@ -59,7 +59,6 @@ impl Nd {
     }
 
     /// The next packet, which must be of type `kind`; its data.
-    #[track_caller]
     async fn expect(&mut self, kind: &str) -> Value {
         let p = self.recv().await;
         assert_eq!(p["type"], kind, "{p}");

@@ -97,40 +97,38 @@ impl Decoder {
 
     /// The next packet or error; `None` until more bytes are needed.
     pub fn next_item(&mut self) -> Option<Item> {
-        loop {
-            if self.skipping {
-                match self.buf.iter().position(|&b| b == b'\n') {
-                    Some(i) => {
-                        self.buf.drain(..=i);
-                        self.skipping = false;
-                    }
-                    None => {
-                        self.buf.clear();
-                        return None;
-                    }
+        if self.skipping {
+            match self.buf.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    self.buf.drain(..=i);
+                    self.skipping = false;
                 }
-            }
-            let start = self.buf.iter().position(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
-            match start {
                 None => {
                     self.buf.clear();
                     return None;
                 }
-                Some(i) => {
-                    self.buf.drain(..i);
-                }
             }
-            match self.buf[0] {
-                0x1f => return self.gzip(),
-                b'{' => return self.raw(),
-                _ => {
-                    self.skipping = true;
-                    return Some(Item::Error {
-                        message: "a packet is a JSON object or a gzip member; the line was skipped".into(),
-                        fatal: false,
-                        gzip: false,
-                    });
-                }
+        }
+        let start = self.buf.iter().position(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
+        match start {
+            None => {
+                self.buf.clear();
+                return None;
+            }
+            Some(i) => {
+                self.buf.drain(..i);
+            }
+        }
+        match self.buf[0] {
+            0x1f => self.gzip(),
+            b'{' => self.raw(),
+            _ => {
+                self.skipping = true;
+                Some(Item::Error {
+                    message: "a packet is a JSON object or a gzip member; the line was skipped".into(),
+                    fatal: false,
+                    gzip: false,
+                })
             }
         }
     }

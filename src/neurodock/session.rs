@@ -36,12 +36,14 @@ pub const MAX_QUEUED_QUERIES: usize = 8;
 pub const NETWORK: &str = "memory";
 
 type CallResult = Result<Value, String>;
+/// `(tenant, tool)` to the connection serving it and its definition.
+type Servers = HashMap<(String, String), (Arc<Conn>, ToolSpec)>;
 
 /// What every connection of a listener shares: the service, and which
 /// connection serves each client tool.
 pub struct Shared {
     pub st: AppState,
-    servers: Mutex<HashMap<(String, String), (Arc<Conn>, ToolSpec)>>,
+    servers: Mutex<Servers>,
     next_conn: AtomicU64,
 }
 
