@@ -24,6 +24,16 @@
 //!
 //!     tempora-load --url http://127.0.0.1:8080 --workload assert --connections 64 --duration 20
 //!     tempora-load --url http://127.0.0.1:8080 --workload chat --connections 16 --duration 10
+//!
+//! Two subcommands compare tempora with PostgreSQL and MariaDB doing the same
+//! bitemporal job (`compare`, see `compare/mod.rs`) and draw the results
+//! (`plot`):
+//!
+//!     tempora-load compare --size 100000 --out target/compare/results.jsonl
+//!     tempora-load plot --input target/compare/results.jsonl --out-dir docs/perf
+
+mod compare;
+mod plot;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
@@ -48,7 +58,23 @@ enum Workload {
 }
 
 #[derive(Parser, Debug)]
-#[command(about = "Load generator for tempora's HTTP API")]
+#[command(about = "Load generator for tempora's HTTP API", args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    args: Args,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// The same bitemporal workloads against tempora, PostgreSQL and MariaDB.
+    Compare(compare::CompareArgs),
+    /// PNG plots of `compare` results: throughput and p99 against data size.
+    Plot(plot::PlotArgs),
+}
+
+#[derive(clap::Args, Debug)]
 struct Args {
     /// Base URL of the server.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
@@ -78,24 +104,16 @@ struct Args {
     json: bool,
 }
 
-/// A small xorshift PRNG: the tool needs cheap, reproducible key choices.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-}
-
 const VALID_FROM: i64 = 1_577_836_800_000; // 2020-01-01
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let args = Args::parse();
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Command::Compare(a)) => return compare::compare(a).await,
+        Some(Command::Plot(a)) => return plot::plot(a),
+        None => cli.args,
+    };
     let mut headers = reqwest::header::HeaderMap::new();
     if let Some(k) = &args.key {
         headers.insert("authorization", format!("Bearer {k}").parse()?);
@@ -122,7 +140,7 @@ async fn main() -> Result<()> {
         let (workload, keys) = (args.workload, args.keys);
         tasks.push(tokio::spawn(async move {
             let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
-            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (c as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
+            let mut rng = compare::data::Rng::seeded(c as u64);
             let mut n = 0u64;
             // chat: the key and conversation of the last remember turn.
             let mut key = 0;

@@ -1,0 +1,356 @@
+//! `tempora-load compare`: the same bitemporal workloads, with the same
+//! driver, concurrency and key choices, against tempora over HTTP and against
+//! PostgreSQL and MariaDB over their own wire protocols.
+//!
+//! Per system, in this order (each system's store is independent, and the
+//! systems take turns workload by workload so drift on a noisy machine hits
+//! all of them alike):
+//! 1. `hotkey`: from an empty store, `--hot-writers` writers supersede values
+//!    of only `--hot-keys` keys, then the correctness check.
+//! 2. `w5`: bulk import of `--size` facts (see `data`) through each system's
+//!    own bulk path.
+//! 3. `w2` current point read, `w4` subject history.
+//! 4. `w1` assert with supersession, then the correctness check over the
+//!    whole store: no key with two active values, no inverted interval, no
+//!    overlapping current intervals.
+//! 5. `w3` point read as of a record time before `w1` and a valid time in 2021.
+//!
+//! Every result is one JSON line appended to `--out`; `tempora-load plot`
+//! draws them.
+
+pub mod data;
+pub mod mariadb;
+pub mod measure;
+pub mod postgres;
+pub mod system;
+pub mod tempora;
+
+use anyhow::{bail, Result};
+use hdrhistogram::Histogram;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use system::{Kind, Op, System};
+
+/// Times a peer may start one supersession again before it counts as an error.
+pub const MAX_RETRIES: u32 = 100;
+
+/// Randomised exponential backoff before a retry, capped at ~50 ms.
+pub async fn backoff(retries: u32) {
+    let seed = Instant::now().elapsed().as_nanos() as u64 ^ std::process::id() as u64 ^ (retries as u64) << 32;
+    let cap = 200u64 << retries.min(8);
+    let micros = data::Rng::seeded(seed).next() % cap;
+    tokio::time::sleep(Duration::from_micros(micros)).await;
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// Systems to run, in turn.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "tempora,postgres,mariadb")]
+    pub systems: Vec<Kind>,
+    /// Facts in the store (the bulk import of W5).
+    #[arg(long, default_value_t = 100_000)]
+    pub size: u64,
+    /// Concurrent connections of W1-W4 (one request in flight each).
+    #[arg(long, default_value_t = 16)]
+    pub connections: usize,
+    /// Measured seconds of each timed workload.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Warm-up seconds before each timed workload (not measured).
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u64,
+    /// Concurrent bulk streams of W5 (batches for tempora, COPY / LOAD DATA for the peers).
+    #[arg(long, default_value_t = 2)]
+    pub bulk_streams: usize,
+    /// Writers of the hot-key run (0 skips it).
+    #[arg(long, default_value_t = 16)]
+    pub hot_writers: usize,
+    /// Keys of the hot-key run.
+    #[arg(long, default_value_t = 100)]
+    pub hot_keys: u64,
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub tempora_url: String,
+    /// Bearer key, when tempora runs in keyed mode.
+    #[arg(long)]
+    pub tempora_key: Option<String>,
+    #[arg(long, default_value = "host=127.0.0.1 port=55432 user=bench dbname=bench")]
+    pub postgres: String,
+    #[arg(long, default_value = "mysql://bench@127.0.0.1:53306/bench")]
+    pub mariadb: String,
+    /// Data directories, for the size on disk (optional).
+    #[arg(long)]
+    pub tempora_data: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub postgres_data: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub mariadb_data: Option<std::path::PathBuf>,
+    /// JSON Lines file the results are appended to.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Workload {
+    W1,
+    W2,
+    W3 { as_of_ms: i64 },
+    W4,
+    Hot,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::W1 => "w1",
+            Workload::W2 => "w2",
+            Workload::W3 { .. } => "w3",
+            Workload::W4 => "w4",
+            Workload::Hot => "hotkey",
+        }
+    }
+    /// Whether a read returned what the data set says it must.
+    fn rows_ok(self, rows: usize) -> bool {
+        match self {
+            Workload::W1 | Workload::Hot => true,
+            Workload::W2 | Workload::W3 { .. } => rows == 1,
+            Workload::W4 => rows >= data::VERSIONS as usize,
+        }
+    }
+}
+
+struct Run<'a> {
+    args: &'a CompareArgs,
+    out: Option<std::fs::File>,
+    results: Vec<Value>,
+}
+
+impl Run<'_> {
+    fn record(&mut self, system: Kind, workload: &str, mut v: Value) -> Result<()> {
+        v["system"] = json!(system.name());
+        v["workload"] = json!(workload);
+        v["size"] = json!(self.args.size);
+        if let Some(f) = &mut self.out {
+            writeln!(f, "{v}")?;
+        }
+        eprintln!("{v}");
+        self.results.push(v);
+        Ok(())
+    }
+}
+
+pub async fn compare(args: CompareArgs) -> Result<()> {
+    let mut systems = Vec::new();
+    for &k in &args.systems {
+        systems.push(match k {
+            Kind::Tempora => System::Tempora(tempora::Tempora::new(&args.tempora_url, args.tempora_key.clone())),
+            Kind::Postgres => System::Postgres(postgres::Postgres::new(&args.postgres)),
+            Kind::Mariadb => System::Mariadb(mariadb::Mariadb::new(&args.mariadb)?),
+        });
+    }
+    let out = match &args.out {
+        Some(p) => Some(std::fs::OpenOptions::new().create(true).append(true).open(p)?),
+        None => None,
+    };
+    let mut run = Run { args: &args, out, results: Vec::new() };
+    for s in &systems {
+        s.setup().await?;
+    }
+
+    if args.hot_writers > 0 {
+        for s in &systems {
+            let r = timed(s, Workload::Hot, &args).await?;
+            run.record(s.kind(), "hotkey", r)?;
+            let v = s.check().await?;
+            run.record(s.kind(), "check_hotkey", serde_json::to_value(v)?)?;
+        }
+    }
+    for s in &systems {
+        let started = Instant::now();
+        s.bulk_load(args.size, args.bulk_streams).await?;
+        let secs = started.elapsed().as_secs_f64();
+        run.record(
+            s.kind(),
+            "w5",
+            json!({"facts": args.size, "seconds": secs, "throughput_per_s": args.size as f64 / secs}),
+        )?;
+    }
+    for w in [Workload::W2, Workload::W4] {
+        for s in &systems {
+            let r = timed(s, w, &args).await?;
+            run.record(s.kind(), w.name(), r)?;
+        }
+    }
+    // W3 rewinds to just before W1: keys W1 touched are read from their history.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let before_w1 = data::now_ms();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    for s in &systems {
+        let r = timed(s, Workload::W1, &args).await?;
+        run.record(s.kind(), "w1", r)?;
+        let v = s.check().await?;
+        run.record(s.kind(), "check_w1", serde_json::to_value(v)?)?;
+    }
+    for s in &systems {
+        let r = timed(s, Workload::W3 { as_of_ms: before_w1 }, &args).await?;
+        run.record(s.kind(), "w3", r)?;
+    }
+    for s in &systems {
+        let k = s.kind();
+        let dir = match k {
+            Kind::Tempora => &args.tempora_data,
+            Kind::Postgres => &args.postgres_data,
+            Kind::Mariadb => &args.mariadb_data,
+        };
+        let disk = dir.as_deref().map(measure::disk_bytes).transpose()?;
+        run.record(k, "footprint", json!({"disk_bytes": disk, "memory_bytes": measure::memory_bytes(k.process())}))?;
+    }
+    summarise(&run.results);
+
+    // The tool's own verdict: tempora must hold its guarantees and answer every request.
+    let mut failures = Vec::new();
+    for r in &run.results {
+        let tempora = r["system"] == "tempora";
+        let workload = r["workload"].as_str().unwrap_or("");
+        if tempora && workload.starts_with("check") {
+            let v: system::Violations = serde_json::from_value(r.clone()).unwrap_or_default();
+            if v.total() > 0 {
+                failures.push(format!("{workload}: {r}"));
+            }
+        }
+        if tempora && r["errors"].as_u64().unwrap_or(0) > 0 {
+            failures.push(format!("{workload}: {} errors", r["errors"]));
+        }
+    }
+    if !failures.is_empty() {
+        bail!("tempora failed its checks:\n{}", failures.join("\n"));
+    }
+    Ok(())
+}
+
+/// One timed workload: `connections` tasks (or `hot_writers` for the
+/// hot-key run), each with its own connection and one operation in flight.
+async fn timed(system: &System, w: Workload, args: &CompareArgs) -> Result<Value> {
+    let connections = if w == Workload::Hot { args.hot_writers } else { args.connections };
+    let keys = if w == Workload::Hot { args.hot_keys } else { data::subjects(args.size) };
+    let stop = Arc::new(AtomicBool::new(false));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let (errors, retries, wrong) =
+        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let mut conn = system.connect().await?;
+        let (stop, measuring) = (stop.clone(), measuring.clone());
+        let (errors, retries, wrong) = (errors.clone(), retries.clone(), wrong.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
+            let mut rng = data::Rng::seeded(c as u64);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let key = rng.next() % keys;
+                let subject = if w == Workload::Hot { format!("Hot:{key}") } else { data::subject(key) };
+                let object = format!("Org:c{c}n{n}");
+                let op = match w {
+                    Workload::W1 | Workload::Hot => Op::Supersede { subject: &subject, object: &object },
+                    Workload::W2 => Op::Current { subject: &subject },
+                    Workload::W3 { as_of_ms } => Op::AsOf { subject: &subject, as_of_ms, valid_ms: data::W3_VALID_AT },
+                    Workload::W4 => Op::History { subject: &subject },
+                };
+                let started = Instant::now();
+                let result = conn.run(&op).await;
+                let micros = started.elapsed().as_micros() as u64;
+                let counting = measuring.load(Ordering::Relaxed);
+                match result {
+                    Ok(done) if w.rows_ok(done.rows) => {
+                        if counting {
+                            let _ = hist.record(micros.max(1));
+                            retries.fetch_add(done.retries as u64, Ordering::Relaxed);
+                        }
+                    }
+                    Ok(done) => {
+                        if wrong.fetch_add(1, Ordering::Relaxed) < 3 {
+                            eprintln!("{}: {subject} read {} rows", w.name(), done.rows);
+                        }
+                    }
+                    Err(e) => {
+                        if errors.fetch_add(1, Ordering::Relaxed) < 3 {
+                            eprintln!("{}: {subject}: {e:#}", w.name());
+                        }
+                    }
+                }
+            }
+            hist
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(args.warmup)).await;
+    let (errors_before, wrong_before) = (errors.load(Ordering::Relaxed), wrong.load(Ordering::Relaxed));
+    measuring.store(true, Ordering::Relaxed);
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(args.duration)).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = t0.elapsed().as_secs_f64();
+    let (errors_after, wrong_after) = (errors.load(Ordering::Relaxed), wrong.load(Ordering::Relaxed));
+    stop.store(true, Ordering::Relaxed);
+    let mut total = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    for t in tasks {
+        total.add(t.await?)?;
+    }
+    let ops = total.len();
+    Ok(json!({
+        "connections": connections,
+        "keys": keys,
+        "seconds": elapsed,
+        "ok": ops,
+        "errors": (errors_after - errors_before) + (wrong_after - wrong_before),
+        "wrong_rows": wrong_after - wrong_before,
+        "retries": retries.load(Ordering::Relaxed),
+        "throughput_per_s": ops as f64 / elapsed,
+        "p50_ms": total.value_at_quantile(0.50) as f64 / 1000.0,
+        "p99_ms": total.value_at_quantile(0.99) as f64 / 1000.0,
+        "max_ms": total.max() as f64 / 1000.0,
+    }))
+}
+
+/// The table printed at the end: each workload, each system, and tempora's
+/// throughput as a multiple of the peer's, from this run.
+fn summarise(results: &[Value]) {
+    let get =
+        |system: &str, workload: &str| results.iter().find(|r| r["system"] == system && r["workload"] == workload);
+    println!(
+        "{:<8} {:<9} {:>12} {:>9} {:>9} {:>8} {:>8} {:>14}",
+        "workload", "system", "per s", "p50 ms", "p99 ms", "errors", "retries", "tempora/this"
+    );
+    for w in ["hotkey", "w5", "w2", "w4", "w1", "w3"] {
+        let base = get("tempora", w).and_then(|r| r["throughput_per_s"].as_f64());
+        for s in ["tempora", "postgres", "mariadb"] {
+            let Some(r) = get(s, w) else { continue };
+            let tput = r["throughput_per_s"].as_f64().unwrap_or(0.0);
+            let ratio = base.filter(|_| tput > 0.0).map(|b| format!("{:.2}x", b / tput)).unwrap_or_default();
+            let f = |k: &str| r[k].as_f64().map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
+            println!(
+                "{w:<8} {s:<9} {tput:>12.0} {:>9} {:>9} {:>8} {:>8} {ratio:>14}",
+                f("p50_ms"),
+                f("p99_ms"),
+                r["errors"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+                r["retries"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+            );
+        }
+    }
+    for s in ["tempora", "postgres", "mariadb"] {
+        for c in ["check_hotkey", "check_w1"] {
+            if let Some(r) = get(s, c) {
+                println!(
+                    "{c:<12} {s:<9} facts={} duplicate_active={} inverted={} overlapping={}",
+                    r["facts"], r["duplicate_active"], r["inverted"], r["overlapping"]
+                );
+            }
+        }
+        if let Some(r) = get(s, "footprint") {
+            let mb = |k: &str| r[k].as_u64().map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "-".into());
+            println!("{:<12} {s:<9} disk={} memory={}", "footprint", mb("disk_bytes"), mb("memory_bytes"));
+        }
+    }
+}

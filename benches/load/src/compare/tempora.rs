@@ -1,0 +1,157 @@
+//! tempora over its REST API: one keep-alive HTTP/1.1 connection per driver
+//! connection, as an application would use it.
+
+use super::data::{self, PREDICATE};
+use super::system::{check_key, Done, Op, Violations};
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// Facts per `POST /api/facts/batch` in the bulk load (the endpoint takes up to 10 000).
+const BULK_BATCH: u64 = 5_000;
+
+pub struct Tempora {
+    base: String,
+    key: Option<String>,
+}
+
+pub struct Conn {
+    client: reqwest::Client,
+    base: String,
+}
+
+impl Tempora {
+    pub fn new(url: &str, key: Option<String>) -> Tempora {
+        Tempora { base: url.trim_end_matches('/').to_string(), key }
+    }
+
+    /// A client holding one connection: requests on it go one at a time.
+    fn client(&self) -> reqwest::Client {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(k) = &self.key {
+            headers.insert("authorization", format!("Bearer {k}").parse().expect("a key is a header value"));
+        }
+        reqwest::Client::builder()
+            .default_headers(headers)
+            .pool_max_idle_per_host(1)
+            .tcp_nodelay(true)
+            .build()
+            .expect("an HTTP client")
+    }
+
+    pub async fn setup(&self) -> Result<()> {
+        let c = self.connect();
+        let facts = c.get_json("/api/facts?status=all&include_retracted=true&limit=1").await?;
+        if facts.as_array().is_some_and(|a| !a.is_empty()) {
+            bail!("tempora at {} already holds facts: start it on an empty data directory", self.base);
+        }
+        Ok(())
+    }
+
+    pub fn connect(&self) -> Conn {
+        Conn { client: self.client(), base: self.base.clone() }
+    }
+
+    /// Batches of 5 000 facts with their valid intervals, `streams` batches in flight.
+    pub async fn bulk_load(&self, size: u64, streams: usize) -> Result<()> {
+        let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..streams.max(1) {
+            let (conn, next) = (self.connect(), next.clone());
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let start = next.fetch_add(BULK_BATCH, std::sync::atomic::Ordering::Relaxed);
+                    if start >= size {
+                        return Ok::<_, anyhow::Error>(());
+                    }
+                    let facts: Vec<Value> = (start..(start + BULK_BATCH).min(size))
+                        .map(|n| {
+                            let r = data::row(n);
+                            json!({"subject": r.subject, "predicate": PREDICATE, "object": r.object,
+                                   "confidence": 0.9, "source": "import",
+                                   "valid_from": r.valid_from(), "valid_until": r.valid_until()})
+                        })
+                        .collect();
+                    conn.post("/api/facts/batch", &json!({ "facts": facts })).await?;
+                }
+            }));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        Ok(())
+    }
+
+    /// Reads every current fact of the predicate, page by page, and checks each key.
+    pub async fn check(&self) -> Result<Violations> {
+        let c = self.connect();
+        let mut keys: HashMap<String, Vec<(i64, Option<i64>, bool)>> = HashMap::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut path = format!("/api/facts?predicate={PREDICATE}&status=active,superseded&limit=1000");
+            if let Some(c) = &cursor {
+                path.push_str(&format!("&cursor={c}"));
+            }
+            let resp = c.client.get(format!("{}{path}", c.base)).send().await?;
+            if !resp.status().is_success() {
+                bail!("check: {} {}", resp.status(), resp.text().await.unwrap_or_default());
+            }
+            cursor = resp.headers().get("x-next-cursor").and_then(|v| v.to_str().ok()).map(String::from);
+            let page: Vec<Value> = resp.json().await?;
+            for f in &page {
+                let subject = f["subject"].as_str().context("a fact without a subject")?.to_string();
+                let from = f["valid_from"].as_i64().context("a fact without valid_from")?;
+                let until = f["valid_until"].as_i64();
+                let open_active = until.is_none() && f["status"] == "active";
+                keys.entry(subject).or_default().push((from, until, open_active));
+            }
+            if cursor.is_none() {
+                break;
+            }
+        }
+        let mut v = Violations::default();
+        for facts in keys.values_mut() {
+            check_key(facts, &mut v);
+        }
+        Ok(v)
+    }
+}
+
+impl Conn {
+    async fn get_json(&self, path: &str) -> Result<Value> {
+        let resp = self.client.get(format!("{}{path}", self.base)).send().await?;
+        if !resp.status().is_success() {
+            bail!("GET {path}: {} {}", resp.status(), resp.text().await.unwrap_or_default());
+        }
+        Ok(resp.json().await?)
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Result<Value> {
+        let resp = self.client.post(format!("{}{path}", self.base)).json(body).send().await?;
+        if !resp.status().is_success() {
+            bail!("POST {path}: {} {}", resp.status(), resp.text().await.unwrap_or_default());
+        }
+        Ok(resp.json().await?)
+    }
+
+    pub async fn run(&mut self, op: &Op<'_>) -> Result<Done> {
+        let rows = |v: Value| v.as_array().map_or(0, Vec::len);
+        let read = match *op {
+            Op::Supersede { subject, object } => {
+                let body = json!({"subject": subject, "predicate": PREDICATE, "object": object,
+                                  "confidence": 0.9, "source": "w1"});
+                self.post("/api/facts", &body).await?;
+                return Ok(Done { rows: 1, retries: 0 });
+            }
+            // `valid_at` now: the open-ended fact, not the closed ones of the past (they are active too).
+            Op::Current { subject } => {
+                format!("/api/facts?subject={subject}&predicate={PREDICATE}&valid_at={}", data::now_ms())
+            }
+            Op::AsOf { subject, as_of_ms, valid_ms } => {
+                format!("/api/facts?subject={subject}&predicate={PREDICATE}&as_of={as_of_ms}&valid_at={valid_ms}")
+            }
+            Op::History { subject } => format!("/api/facts?subject={subject}&status=all"),
+        };
+        Ok(Done { rows: rows(self.get_json(&read).await?), retries: 0 })
+    }
+}

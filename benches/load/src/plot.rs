@@ -1,0 +1,135 @@
+//! `tempora-load plot`: PNG charts of `compare` results, throughput and p99
+//! latency of each workload against the store's size, one line per system.
+//! When a size was run more than once, the last run counts.
+
+use anyhow::{bail, Context, Result};
+use plotters::prelude::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct PlotArgs {
+    /// JSON Lines written by `compare --out`.
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Where `throughput.png` and `p99.png` go.
+    #[arg(long)]
+    pub out_dir: PathBuf,
+    /// A TrueType font for the labels (plotters draws text itself).
+    #[arg(long, default_value = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")]
+    pub font: PathBuf,
+}
+
+const SYSTEMS: [(&str, RGBColor); 3] =
+    [("tempora", RGBColor(0, 114, 178)), ("postgres", RGBColor(213, 94, 0)), ("mariadb", RGBColor(0, 158, 115))];
+
+const TITLES: [(&str, &str); 5] = [
+    ("w1", "W1 assert with supersession"),
+    ("w2", "W2 current point read"),
+    ("w3", "W3 point read as of (record + valid time)"),
+    ("w4", "W4 subject history"),
+    ("w5", "W5 bulk import (facts/s)"),
+];
+
+/// (workload, system) → size → value.
+type Series = BTreeMap<(String, String), BTreeMap<u64, f64>>;
+
+pub fn plot(args: PlotArgs) -> Result<()> {
+    let font = std::fs::read(&args.font).with_context(|| format!("reading the font {}", args.font.display()))?;
+    plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(font.into_boxed_slice()))
+        .map_err(|_| anyhow::anyhow!("{} is not a usable TrueType font", args.font.display()))?;
+    let text = std::fs::read_to_string(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
+    let (mut tput, mut p99) = (Series::new(), Series::new());
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let r: Value = serde_json::from_str(line).with_context(|| format!("not a result line: {line}"))?;
+        let (Some(w), Some(s), Some(size)) = (r["workload"].as_str(), r["system"].as_str(), r["size"].as_u64()) else {
+            continue;
+        };
+        let key = (w.to_string(), s.to_string());
+        if let Some(t) = r["throughput_per_s"].as_f64() {
+            tput.entry(key.clone()).or_default().insert(size, t);
+        }
+        if let Some(p) = r["p99_ms"].as_f64() {
+            p99.entry(key).or_default().insert(size, p);
+        }
+    }
+    if tput.is_empty() {
+        bail!("{} holds no results", args.input.display());
+    }
+    std::fs::create_dir_all(&args.out_dir)?;
+    let t = args.out_dir.join("throughput.png");
+    grid(&t, &tput, &TITLES, "operations/s (higher is better)")?;
+    let p = args.out_dir.join("p99.png");
+    grid(&p, &p99, &TITLES[..4], "p99 latency, ms (lower is better)")?;
+    println!("wrote {} and {}", t.display(), p.display());
+    Ok(())
+}
+
+/// One panel per workload, log-log axes, a line per system.
+fn grid(path: &PathBuf, series: &Series, titles: &[(&str, &str)], y_label: &str) -> Result<()> {
+    let root = BitMapBackend::new(path, (1200, 330 * titles.len().div_ceil(2) as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let panels = root.split_evenly((titles.len().div_ceil(2), 2));
+    for (panel, (w, title)) in panels.iter().zip(titles) {
+        let lines: Vec<(&str, RGBColor, &BTreeMap<u64, f64>)> = SYSTEMS
+            .iter()
+            .filter_map(|(s, c)| series.get(&(w.to_string(), s.to_string())).map(|m| (*s, *c, m)))
+            .collect();
+        let points = lines.iter().flat_map(|l| l.2.iter());
+        let (mut x0, mut x1, mut y0, mut y1) = (u64::MAX, 0u64, f64::MAX, 0f64);
+        for (&x, &y) in points {
+            (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+        }
+        if lines.is_empty() || y1 <= 0.0 {
+            continue;
+        }
+        let (x0, x1) = (x0 as f64 / 2.0, x1 as f64 * 2.0);
+        let (y0, y1) = ((y0 / 2.0).max(1e-3), y1 * 2.0);
+        let mut chart = ChartBuilder::on(panel)
+            .caption(*title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(60)
+            .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("facts in the store")
+            .y_desc(y_label)
+            .x_label_formatter(&|x| human(*x))
+            .y_label_formatter(&|y| human(*y))
+            .label_style(("sans-serif", 12))
+            .draw()?;
+        for (name, color, m) in lines {
+            let pts: Vec<(f64, f64)> = m.iter().map(|(&x, &y)| (x as f64, y.max(1e-3))).collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+            chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 4, color.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 13))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn human(v: f64) -> String {
+    match v {
+        v if v >= 1e6 => format!("{}M", trim(v / 1e6)),
+        v if v >= 1e3 => format!("{}k", trim(v / 1e3)),
+        v if v >= 1.0 => trim(v),
+        v => format!("{v:.2}"),
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.1}");
+    s.strip_suffix(".0").map(String::from).unwrap_or(s)
+}
