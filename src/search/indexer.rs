@@ -28,6 +28,14 @@ const LOG_PAGE: usize = 1000;
 const STAGE_LIMIT: usize = 10_000;
 /// The writer's indexing memory (tantivy flushes a segment when it is full).
 const WRITER_MEMORY: usize = 50 << 20;
+/// The least time between two commits while writes keep coming. Every commit
+/// writes and syncs a new segment, and small segments are merged again and
+/// again: committing after each write batch made indexing cost more CPU than
+/// the writes themselves (over a third of the server under durable asserts).
+/// The first write after a quiet spell is still indexed at once, and a search
+/// waits for its tenant's writes (`FRESHNESS_WAIT`, 2 s), so this bounds how
+/// long a search may wait, not what it sees.
+pub const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The index and its reader, shared by the indexer and the searches.
 pub struct IndexState {
@@ -233,6 +241,7 @@ impl Indexer {
         let target = self.engine.last_tx().0;
         let Some(mut me) = self.batch(None, target).await else { return };
         tracing::info!(watermark = me.watermark, documents = me.num_docs(), "search index caught up");
+        let mut last_batch: Option<std::time::Instant> = None;
         loop {
             let retry = me.failed;
             let first = tokio::select! {
@@ -240,6 +249,15 @@ impl Indexer {
                 n = notices.recv() => Some(n),
                 _ = tokio::time::sleep(std::time::Duration::from_secs(1)), if retry => None,
             };
+            // Pace the commits; what arrives meanwhile joins this batch.
+            let pause = last_batch.map_or(std::time::Duration::ZERO, |t| COMMIT_EVERY.saturating_sub(t.elapsed()));
+            if !pause.is_zero() {
+                tokio::select! {
+                    _ = stop.wait_for(|s| *s) => {}
+                    _ = tokio::time::sleep(pause) => {}
+                }
+            }
+            last_batch = Some(std::time::Instant::now());
             let (tenants, target) = match first {
                 // A failed batch is retried over every tenant.
                 None => (None, me.engine.last_tx().0),

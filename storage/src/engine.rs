@@ -109,7 +109,7 @@ impl Engine {
             durability: config.durability,
             max_group: config.max_group.max(1),
             clock,
-            unsynced: false,
+            unsynced: Arc::default(),
             io: Arc::clone(&io),
         };
         let handle = std::thread::Builder::new()

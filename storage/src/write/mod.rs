@@ -3,10 +3,14 @@
 //! Callers hand a request to the writer and block until it is durable. The
 //! writer takes every request that is waiting (up to a group size), applies
 //! them one after another to an overlay (so later requests see earlier ones,
-//! and each gets its own tx), writes the whole group as one atomic batch, and
-//! syncs once. Then it answers everyone in the group. While it syncs, new
-//! requests queue up and form the next group: that is the group commit, and it
-//! is why sixteen writers cost barely more syncs than one.
+//! and each gets its own tx), and writes the whole group as one atomic batch.
+//! Then it hands the group to the sync stage (a second thread) and goes on
+//! with the next group: the sync stage syncs once for every group waiting
+//! for it, then publishes the catalog, tells the commit listeners and answers
+//! everyone, group by group in commit order. While one group syncs the next
+//! is applied, and requests arriving meanwhile form the group after: that is
+//! the group commit, and it is why sixteen writers cost barely more syncs
+//! than one. No request is answered before the sync that covers it.
 //!
 //! One thread doing all the semantic work is also what makes the rules safe
 //! under any interleaving: a request's reads and writes happen at one
@@ -84,7 +88,8 @@ pub(crate) struct Writer {
     pub max_group: usize,
     pub clock: fn() -> Millis,
     /// The last group was applied but its sync failed.
-    pub unsynced: bool,
+    /// A sync failed: the next group syncs before it is applied.
+    pub unsynced: Arc<std::sync::atomic::AtomicBool>,
     pub io: Arc<IoCounters>,
 }
 
@@ -150,25 +155,69 @@ fn take_group(rx: &Receiver<Job>, first: Job, max_jobs: usize, max_ops: usize) -
     jobs
 }
 
+/// A group written to the store and waiting for its sync.
+struct Applied {
+    jobs: Vec<Job>,
+    results: Vec<Result<WriteOutcome>>,
+    /// Stored answers of repeated idempotent requests, by position.
+    replays: Vec<Option<Vec<u8>>>,
+    /// The catalog as of this group, published once it is durable.
+    state: Published,
+}
+
+/// Groups applied ahead of the one syncing. One is enough to keep the sync
+/// and the next group's work overlapping; more would only delay answers.
+const SYNC_QUEUE: usize = 2;
+
 impl Writer {
     pub fn run(mut self, rx: Receiver<Job>) {
+        let (to_sync, syncing) = crossbeam_channel::bounded::<Applied>(SYNC_QUEUE);
+        let stage = SyncStage {
+            kv: Arc::clone(&self.kv),
+            published: Arc::clone(&self.published),
+            listeners: Arc::clone(&self.listeners),
+            durability: self.durability,
+            unsynced: Arc::clone(&self.unsynced),
+            io: Arc::clone(&self.io),
+        };
+        let sync_thread = std::thread::Builder::new().name("tempora-sync".into()).spawn(move || stage.run(syncing));
+        let sync_thread = match sync_thread {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the sync thread; writes are refused");
+                while let Ok(job) = rx.recv() {
+                    fail_all(vec![job], "the store's sync thread could not start");
+                }
+                return;
+            }
+        };
         while let Ok(first) = rx.recv() {
             let jobs = take_group(&rx, first, self.max_group, MAX_GROUP_OPS);
-            self.commit_group(jobs);
+            if let Some(applied) = self.apply_group(jobs) {
+                if let Err(crossbeam_channel::SendError(a)) = to_sync.send(applied) {
+                    fail_all(a.jobs, "the store's sync thread stopped");
+                }
+            }
         }
-        // Every sender is gone: the engine is closing.
+        drop(to_sync);
+        if sync_thread.join().is_err() {
+            tracing::error!("the sync thread panicked");
+        }
         if let Err(e) = self.kv.sync() {
             tracing::error!(error = %e, "final sync failed");
         }
     }
 
-    fn commit_group(&mut self, mut jobs: Vec<Job>) {
+    /// Applies a group and writes it as one batch; `None` when the group
+    /// could not be written (its requests have been answered with the error).
+    fn apply_group(&mut self, mut jobs: Vec<Job>) -> Option<Applied> {
+        use std::sync::atomic::Ordering::Relaxed;
         let kv = Arc::clone(&self.kv);
         let mut ov = Overlay::new(kv.as_ref());
         let group_mark = self.catalog.mark();
         let now = (self.clock)();
         let mut results = Vec::with_capacity(jobs.len());
-        self.io.requests.fetch_add(jobs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.io.requests.fetch_add(jobs.len() as u64, Relaxed);
         let mut replays: Vec<Option<Vec<u8>>> = Vec::with_capacity(jobs.len());
         for job in &mut jobs {
             let idem = job.idempotency.take();
@@ -206,67 +255,25 @@ impl Writer {
         if !ov.is_empty() {
             self.write_catalog(&mut ov);
             let batch = ov.into_batch();
-            // A sync that failed for an earlier group must succeed before
-            // anything new is applied on top of it.
-            let pending = if self.unsynced { kv.sync() } else { Ok(()) };
+            // A failed sync left earlier writes unconfirmed: sync them before anything builds on them.
+            let pending = if self.unsynced.load(Relaxed) { kv.sync() } else { Ok(()) };
             let applied = pending.and_then(|()| {
                 let _no_readers = self.snapshot.write();
                 kv.apply(batch)
             });
             if let Err(e) = applied {
-                // Nothing of the group reached the store (the batch is atomic):
-                // forget it entirely, tx numbers included.
                 tracing::error!(error = %e, "commit group failed; its requests are not written");
                 self.catalog.rollback(group_mark);
                 fail_all(jobs, &format!("write not stored: {e}"));
-                return;
+                return None;
             }
-            self.unsynced = false;
-            self.io.groups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if self.durability == Durability::Durable {
-                let started = std::time::Instant::now();
-                let synced = kv.sync();
-                self.io.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.io
-                    .sync_micros
-                    .fetch_add(started.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
-                if let Err(e) = synced {
-                    // The group is applied and may yet reach the disk, so its
-                    // tx numbers stay taken; but it is not acknowledged. The
-                    // next group syncs first.
-                    tracing::error!(error = %e, "sync failed; the group's writes are not acknowledged");
-                    self.unsynced = true;
-                    self.catalog.commit();
-                    *self.published.write() = Arc::new(self.catalog.state.clone());
-                    fail_all(jobs, &format!("write not confirmed durable (sync failed: {e}); it may or may not survive a crash"));
-                    return;
-                }
-            }
+            self.unsynced.store(false, Relaxed);
+            self.io.groups.fetch_add(1, Relaxed);
         }
         self.catalog.commit();
-        *self.published.write() = Arc::new(self.catalog.state.clone());
-        let committed: Vec<(String, Tx)> = jobs
-            .iter()
-            .zip(&results)
-            .filter_map(|(j, r)| r.as_ref().ok().map(|o| (j.tenant.clone(), o.tx)))
-            .collect();
-        if !committed.is_empty() {
-            for l in self.listeners.read().iter() {
-                l(&committed);
-            }
-        }
-        for ((job, r), replay) in jobs.into_iter().zip(results).zip(replays) {
-            let answer = match replay {
-                Some(bytes) => JobResult::Replayed(bytes),
-                None => JobResult::Done(r),
-            };
-            let _ = job.reply.send(answer);
-        }
+        Some(Applied { jobs, results, replays, state: self.catalog.state.clone() })
     }
 
-    /// The clock and changed stats (per tenant and per source) go into the
-    /// same batch as the facts, so a restart, or a reader of the store, finds
-    /// them consistent with each other.
     fn write_catalog(&self, ov: &mut Overlay<'_>) {
         let state = &self.catalog.state;
         ov.put(Keyspace::Meta, keys::meta::CLOCK.to_vec(), record::encode(&state.clock));
@@ -278,6 +285,69 @@ impl Writer {
         // Only the (tenant, source) pairs this group changed.
         for (t, source, s) in self.catalog.dirty_sources() {
             ov.put(Keyspace::Meta, keys::meta::source_stats(t, source), record::encode(s));
+        }
+    }
+}
+
+/// The second half of a commit: sync, publish, notify, answer.
+struct SyncStage {
+    kv: Arc<dyn OrderedKv>,
+    published: Arc<RwLock<Arc<Published>>>,
+    listeners: Arc<RwLock<Vec<CommitListener>>>,
+    durability: Durability,
+    unsynced: Arc<std::sync::atomic::AtomicBool>,
+    io: Arc<IoCounters>,
+}
+
+impl SyncStage {
+    fn run(self, syncing: Receiver<Applied>) {
+        while let Ok(first) = syncing.recv() {
+            // Every group already written is covered by the one sync.
+            let mut groups = vec![first];
+            groups.extend(syncing.try_iter());
+            let synced = if self.durability == Durability::Durable { self.sync() } else { Ok(()) };
+            for g in groups {
+                self.finish(g, &synced);
+            }
+        }
+    }
+
+    fn sync(&self) -> std::result::Result<(), String> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let started = std::time::Instant::now();
+        let synced = self.kv.sync();
+        self.io.syncs.fetch_add(1, Relaxed);
+        self.io.sync_micros.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+        synced.map_err(|e| {
+            tracing::error!(error = %e, "sync failed; the group's writes are not acknowledged");
+            self.unsynced.store(true, Relaxed);
+            e.to_string()
+        })
+    }
+
+    fn finish(&self, g: Applied, synced: &std::result::Result<(), String>) {
+        *self.published.write() = Arc::new(g.state);
+        if let Err(e) = synced {
+            fail_all(g.jobs, &format!("write not confirmed durable (sync failed: {e}); it may or may not survive a crash"));
+            return;
+        }
+        let committed: Vec<(String, Tx)> = g
+            .jobs
+            .iter()
+            .zip(&g.results)
+            .filter_map(|(j, r)| r.as_ref().ok().map(|o| (j.tenant.clone(), o.tx)))
+            .collect();
+        if !committed.is_empty() {
+            for l in self.listeners.read().iter() {
+                l(&committed);
+            }
+        }
+        for ((job, r), replay) in g.jobs.into_iter().zip(g.results).zip(g.replays) {
+            let answer = match replay {
+                Some(bytes) => JobResult::Replayed(bytes),
+                None => JobResult::Done(r),
+            };
+            let _ = job.reply.send(answer);
         }
     }
 }
