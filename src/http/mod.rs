@@ -1,9 +1,11 @@
 //! The HTTP surface: the memory REST API (`/api/*`), its SSE change feed,
-//! health, metrics and the OpenAPI document. Handlers only translate between
-//! the wire and the memory layer; the rules live in the engine.
+//! health, metrics, the OpenAPI document and the operator console. Handlers
+//! only translate between the wire and the memory layer; the rules live in
+//! the engine.
 
 pub mod connectors;
 pub mod alerts;
+pub mod console;
 pub mod digest;
 pub mod error;
 pub mod extract;
@@ -110,6 +112,11 @@ pub fn router(state: AppState) -> Router {
                 .with_state(mcp::Endpoint::new(state.clone())),
         )
         .route("/.well-known/mcp.json", get(crate::mcp::manifest::serve))
+        // The operator console (docs/console.md): one page and its embedded assets.
+        .route("/", get(console::root))
+        .route("/console", get(console::page))
+        .route("/console/", get(console::slash))
+        .route("/console/{file}", get(console::asset))
         // The Agent Protocol (docs/agent-protocol.md).
         .merge(crate::agent_protocol::router())
         .fallback(not_found)
