@@ -55,13 +55,14 @@ impl Memory {
         ops: Vec<WriteOp>,
         idempotency: Option<Idempotency>,
     ) -> Result<Result<WriteOutcome, Vec<u8>>, EngineError> {
-        let engine = Arc::clone(&self.engine);
-        let tenant = tenant.to_string();
-        blocking(move || match idempotency {
-            Some(i) => engine.write_idempotent(&tenant, ops, i),
-            None => engine.write(&tenant, ops).map(Ok),
-        })
-        .await
+        // Queued without a blocking thread: under many concurrent writers,
+        // a pool thread parked per write (and spinning before it parks) cost
+        // more CPU than the HTTP work around it.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.engine.write_then(tenant, ops, idempotency, move |r| {
+            let _ = tx.send(r);
+        })?;
+        rx.await.map_err(|_| EngineError::Closed("the writer thread stopped".into()))?
     }
 
     /// The tenant's committed transactions after `after`.

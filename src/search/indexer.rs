@@ -28,14 +28,14 @@ const LOG_PAGE: usize = 1000;
 const STAGE_LIMIT: usize = 10_000;
 /// The writer's indexing memory (tantivy flushes a segment when it is full).
 const WRITER_MEMORY: usize = 50 << 20;
-/// The least time between two commits while writes keep coming. Every commit
-/// writes and syncs a new segment, and small segments are merged again and
-/// again: committing after each write batch made indexing cost more CPU than
-/// the writes themselves (over a third of the server under durable asserts).
-/// The first write after a quiet spell is still indexed at once, and a search
-/// waits for its tenant's writes (`FRESHNESS_WAIT`, 2 s), so this bounds how
-/// long a search may wait, not what it sees.
-pub const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+/// The least time between two commits while writes keep coming and no search
+/// is waiting. Every commit writes and syncs a new segment, and small
+/// segments are merged again and again: committing after each write batch
+/// made indexing cost more CPU than the writes themselves (over a third of
+/// the server under durable asserts). The first write after a quiet spell is
+/// still indexed at once, and a search waiting for its tenant's writes (see
+/// `Search::wait_fresh`) cuts the pause short, so searches do not wait for it.
+pub const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The index and its reader, shared by the indexer and the searches.
 pub struct IndexState {
@@ -237,7 +237,12 @@ impl Indexer {
     /// the whole log, then indexes each batch of notices (every notice
     /// waiting is drained, indexed, and committed once). On stop it indexes
     /// what is still announced and commits.
-    pub async fn run(self, mut notices: broadcast::Receiver<Committed>, mut stop: watch::Receiver<bool>) {
+    pub async fn run(
+        self,
+        mut notices: broadcast::Receiver<Committed>,
+        mut stop: watch::Receiver<bool>,
+        hurry: Arc<tokio::sync::Notify>,
+    ) {
         let target = self.engine.last_tx().0;
         let Some(mut me) = self.batch(None, target).await else { return };
         tracing::info!(watermark = me.watermark, documents = me.num_docs(), "search index caught up");
@@ -255,6 +260,7 @@ impl Indexer {
                 tokio::select! {
                     _ = stop.wait_for(|s| *s) => {}
                     _ = tokio::time::sleep(pause) => {}
+                    _ = hurry.notified() => {}
                 }
             }
             last_batch = Some(std::time::Instant::now());

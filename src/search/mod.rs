@@ -106,6 +106,8 @@ pub struct Search {
     state: Arc<IndexState>,
     watermark: watch::Receiver<Tx>,
     rankers: Arc<Vec<Arc<dyn Ranker>>>,
+    /// Wakes the indexer from its pause between commits when a search waits.
+    hurry: Arc<tokio::sync::Notify>,
 }
 
 /// The running indexer: stop it after the last write.
@@ -135,10 +137,11 @@ impl Search {
         let (indexer, watermark) = Indexer::open(&index_dir(data_dir), Arc::clone(&engine), metrics)?;
         let state = indexer.state();
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(indexer.run(notices, stop_rx));
+        let hurry = Arc::new(tokio::sync::Notify::new());
+        let task = tokio::spawn(indexer.run(notices, stop_rx, Arc::clone(&hurry)));
         let rankers: Vec<Arc<dyn Ranker>> =
             vec![Arc::new(query::Bm25Ranker { state: Arc::clone(&state) }), Arc::new(query::GraphRanker)];
-        Ok((Search { engine, state, watermark, rankers: Arc::new(rankers) }, IndexerHandle { stop, task }))
+        Ok((Search { engine, state, watermark, rankers: Arc::new(rankers), hurry }, IndexerHandle { stop, task }))
     }
 
     /// Adds a ranked list to the fusion (an embedding similarity list).
@@ -169,6 +172,9 @@ impl Search {
             Err(_) => self.engine.last_tx().0,
         };
         let mut rx = self.watermark.clone();
+        if *rx.borrow() < target {
+            self.hurry.notify_one();
+        }
         let reached = matches!(tokio::time::timeout(within, rx.wait_for(|w| *w >= target)).await, Ok(Ok(_)));
         reached
     }

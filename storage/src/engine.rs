@@ -165,16 +165,52 @@ impl Engine {
         Ok(self.kv.get(Keyspace::Aux, &crate::keys::idempotency(tenant, key))?)
     }
 
+    /// [`Engine::write_idempotent`] without waiting: `done` is called with
+    /// the result once the write is durable (or has failed), on the engine's
+    /// sync thread, so it must be quick (hand the result to a channel or a
+    /// future). `Err` means the write was not queued and `done` is dropped
+    /// uncalled.
+    pub fn write_then(
+        &self,
+        tenant: &str,
+        ops: Vec<WriteOp>,
+        idempotency: Option<Idempotency>,
+        done: impl FnOnce(Result<std::result::Result<WriteOutcome, Vec<u8>>>) + Send + 'static,
+    ) -> Result<()> {
+        self.enqueue(
+            tenant,
+            ops,
+            idempotency,
+            Box::new(move |r| {
+                done(match r {
+                    JobResult::Done(r) => r.map(Ok),
+                    JobResult::Replayed(bytes) => Ok(Err(bytes)),
+                })
+            }),
+        )
+    }
+
     fn submit(&self, tenant: &str, ops: Vec<WriteOp>, idempotency: Option<Idempotency>) -> Result<JobResult> {
         let (reply, answer) = crossbeam_channel::bounded(1);
-        {
-            let guard = self.tx.lock();
-            let sender = guard.as_ref().ok_or_else(|| EngineError::Closed("closed by the caller".into()))?;
-            sender
-                .send(Job { tenant: tenant.to_string(), ops, idempotency, reply })
-                .map_err(|_| EngineError::Closed("the writer thread stopped".into()))?;
-        }
+        let reply: crate::write::Reply = Box::new(move |r| {
+            let _ = reply.send(r);
+        });
+        self.enqueue(tenant, ops, idempotency, reply)?;
         answer.recv().map_err(|_| EngineError::Closed("the writer thread stopped".into()))
+    }
+
+    fn enqueue(
+        &self,
+        tenant: &str,
+        ops: Vec<WriteOp>,
+        idempotency: Option<Idempotency>,
+        reply: crate::write::Reply,
+    ) -> Result<()> {
+        let guard = self.tx.lock();
+        let sender = guard.as_ref().ok_or_else(|| EngineError::Closed("closed by the caller".into()))?;
+        sender
+            .send(Job { tenant: tenant.to_string(), ops, idempotency, reply })
+            .map_err(|_| EngineError::Closed("the writer thread stopped".into()))
     }
 
     pub fn assert(&self, tenant: &str, input: FactInput) -> Result<Asserted> {

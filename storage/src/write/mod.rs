@@ -29,7 +29,7 @@ use crate::keys;
 use crate::kv::{Keyspace, OrderedKv};
 use crate::model::{Millis, Tx, WriteOp, WriteOutcome};
 use crate::record;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use overlay::Overlay;
 use parking_lot::RwLock;
 use std::sync::Arc;
@@ -50,8 +50,13 @@ pub(crate) struct Job {
     pub tenant: String,
     pub ops: Vec<WriteOp>,
     pub idempotency: Option<Idempotency>,
-    pub reply: Sender<JobResult>,
+    pub reply: Reply,
 }
+
+/// How a request gets its answer: called once, on the sync thread, after the
+/// sync that covers it (or with the error). A blocking caller waits on a
+/// channel; an async one on a future, so no thread is held while it waits.
+pub type Reply = Box<dyn FnOnce(JobResult) + Send>;
 
 /// Makes a write safe to retry: the first request under `key` is applied and
 /// the bytes `render` makes of its result are stored in the same atomic batch;
@@ -347,7 +352,7 @@ impl SyncStage {
                 Some(bytes) => JobResult::Replayed(bytes),
                 None => JobResult::Done(r),
             };
-            let _ = job.reply.send(answer);
+            (job.reply)(answer);
         }
     }
 }
@@ -355,7 +360,7 @@ impl SyncStage {
 fn fail_all(jobs: Vec<Job>, msg: &str) {
     for job in jobs {
         let err = EngineError::Storage(crate::error::StorageError::Backend(msg.to_string()));
-        let _ = job.reply.send(JobResult::Done(Err(err)));
+        (job.reply)(JobResult::Done(Err(err)));
     }
 }
 
@@ -366,6 +371,9 @@ mod tests {
     fn job(ops: usize) -> (Job, Receiver<JobResult>) {
         let (reply, rx) = crossbeam_channel::bounded(1);
         let op = WriteOp::SetThreshold(0.5);
+        let reply: Reply = Box::new(move |r| {
+            let _ = reply.send(r);
+        });
         (Job { tenant: "t".into(), ops: vec![op; ops], idempotency: None, reply }, rx)
     }
 

@@ -113,36 +113,36 @@ impl Mariadb {
         Ok(Conn { conn, supersede, current, as_of, history })
     }
 
-    /// `LOAD DATA LOCAL INFILE`, the rows streamed from memory, `streams`
-    /// loads at once into the indexed, versioned table.
+    /// `LOAD DATA LOCAL INFILE` of 50 000 rows at a time, streamed from
+    /// memory, `streams` loads at once into the indexed, versioned table. Two
+    /// loads into one table can deadlock; the loser's chunk is rolled back and
+    /// loaded again.
     pub async fn bulk_load(&self, size: u64, streams: usize) -> Result<()> {
-        let streams = streams.max(1) as u64;
-        let per = size.div_ceil(streams);
+        const CHUNK: u64 = 50_000;
+        let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let mut tasks = Vec::new();
-        for s in 0..streams {
-            let mut conn = self.conn().await?;
-            let (from, to) = (s * per, ((s + 1) * per).min(size));
+        for _ in 0..streams.max(1) {
+            let (mut conn, next) = (self.conn().await?, next.clone());
             tasks.push(tokio::spawn(async move {
-                const CHUNK: u64 = 10_000;
-                let chunks = futures_util::stream::iter((from..to).step_by(CHUNK as usize)).map(move |start| {
-                    let mut buf = String::with_capacity(CHUNK as usize * 80);
-                    for n in start..(start + CHUNK).min(to) {
-                        let r = data::row(n);
-                        let until = VALID_STARTS_SQL.get(r.version + 1).copied().unwrap_or(OPEN);
-                        buf.push_str(&format!(
-                            "{}\t{PREDICATE}\t{}\t0.9\timport\t{}\t{until}\n",
-                            r.subject, r.object, VALID_STARTS_SQL[r.version]
-                        ));
+                loop {
+                    let from = next.fetch_add(CHUNK, std::sync::atomic::Ordering::Relaxed);
+                    if from >= size {
+                        return Ok::<_, anyhow::Error>(());
                     }
-                    Ok(bytes::Bytes::from(buf))
-                });
-                conn.set_infile_handler(async move { Ok(chunks.boxed()) });
-                conn.query_drop(
-                    "LOAD DATA LOCAL INFILE 'facts.tsv' INTO TABLE facts FIELDS TERMINATED BY '\\t' \
-                     (subject, predicate, object, confidence, source, valid_from, valid_to)",
-                )
-                .await?;
-                Ok::<_, anyhow::Error>(())
+                    let to = (from + CHUNK).min(size);
+                    let mut retries = 0;
+                    loop {
+                        match load_chunk(&mut conn, from, to).await {
+                            Ok(()) => break,
+                            Err(e) if retryable(&e) && retries < super::MAX_RETRIES => {
+                                retries += 1;
+                                eprintln!("mariadb bulk load: rows {from}..{to} loaded again after: {e}");
+                                super::backoff(retries).await;
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                }
             }));
         }
         for t in tasks {
@@ -168,6 +168,29 @@ impl Mariadb {
         let (d, i, o, n) = row.context("the check returned no row")?;
         Ok(Violations { duplicate_active: d, inverted: i, overlapping: o, facts: n })
     }
+}
+
+/// One `LOAD DATA LOCAL INFILE` of data set rows `from..to`, generated as it is sent.
+async fn load_chunk(conn: &mut mysql_async::Conn, from: u64, to: u64) -> std::result::Result<(), mysql_async::Error> {
+    const PIECE: u64 = 5_000;
+    let pieces = futures_util::stream::iter((from..to).step_by(PIECE as usize)).map(move |start| {
+        let mut buf = String::with_capacity(PIECE as usize * 80);
+        for n in start..(start + PIECE).min(to) {
+            let r = data::row(n);
+            let until = VALID_STARTS_SQL.get(r.version + 1).copied().unwrap_or(OPEN);
+            buf.push_str(&format!(
+                "{}\t{PREDICATE}\t{}\t0.9\timport\t{}\t{until}\n",
+                r.subject, r.object, VALID_STARTS_SQL[r.version]
+            ));
+        }
+        Ok(bytes::Bytes::from(buf))
+    });
+    conn.set_infile_handler(async move { Ok(pieces.boxed()) });
+    conn.query_drop(
+        "LOAD DATA LOCAL INFILE 'facts.tsv' INTO TABLE facts FIELDS TERMINATED BY '\\t' \
+         (subject, predicate, object, confidence, source, valid_from, valid_to)",
+    )
+    .await
 }
 
 /// Deadlock, lock wait timeout, and the unique period key refusing a racing insert.

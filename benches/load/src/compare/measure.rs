@@ -16,18 +16,40 @@ pub fn disk_bytes(dir: &Path) -> Result<u64> {
     Ok(total)
 }
 
-/// The proportional set size (PSS) of every process named `name`, summed:
-/// memory shared between a server's processes (PostgreSQL's shared buffers)
-/// counts once, not once per process. `None` when no such process is seen.
-pub fn memory_bytes(name: &str) -> Option<u64> {
-    let mut total = None;
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let path = entry.path();
-        let is_named = std::fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim_end() == name);
-        if !is_named {
-            continue;
+/// The proportional set size (PSS) of a server: the process `pid` and all
+/// its descendants (PostgreSQL's backends are children of the postmaster),
+/// or, without a pid, every process named `name`. Memory shared between a
+/// server's processes (PostgreSQL's shared buffers) counts once, not once per
+/// process. `None` when no such process is seen.
+pub fn memory_bytes(pid: Option<u32>, name: &str) -> Option<u64> {
+    let procs: Vec<(u32, u32, String)> = std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
+            let (comm, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+            let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid, comm.to_string()))
+        })
+        .collect();
+    let chosen: Vec<u32> = match pid {
+        Some(root) => {
+            let mut tree = vec![root];
+            let mut i = 0;
+            while i < tree.len() {
+                let parent = tree[i];
+                tree.extend(procs.iter().filter(|p| p.1 == parent).map(|p| p.0));
+                i += 1;
+            }
+            tree
         }
-        let Ok(rollup) = std::fs::read_to_string(path.join("smaps_rollup")) else { continue };
+        None => procs.iter().filter(|p| p.2 == name).map(|p| p.0).collect(),
+    };
+    let mut total = None;
+    for p in chosen {
+        let Ok(rollup) = std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")) else { continue };
         let pss_kb = rollup
             .lines()
             .find_map(|l| l.strip_prefix("Pss:"))

@@ -87,6 +87,14 @@ pub struct CompareArgs {
     pub postgres_data: Option<std::path::PathBuf>,
     #[arg(long)]
     pub mariadb_data: Option<std::path::PathBuf>,
+    /// Server processes, for their memory (with their children); without
+    /// one, every process named `tempora`, `postgres` or `mariadbd` counts.
+    #[arg(long)]
+    pub tempora_pid: Option<u32>,
+    #[arg(long)]
+    pub postgres_pid: Option<u32>,
+    #[arg(long)]
+    pub mariadb_pid: Option<u32>,
     /// JSON Lines file the results are appended to.
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
@@ -199,13 +207,15 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
     }
     for s in &systems {
         let k = s.kind();
-        let dir = match k {
-            Kind::Tempora => &args.tempora_data,
-            Kind::Postgres => &args.postgres_data,
-            Kind::Mariadb => &args.mariadb_data,
+        let (dir, pid) = match k {
+            Kind::Tempora => (&args.tempora_data, args.tempora_pid),
+            Kind::Postgres => (&args.postgres_data, args.postgres_pid),
+            Kind::Mariadb => (&args.mariadb_data, args.mariadb_pid),
         };
+        s.settle().await?;
         let disk = dir.as_deref().map(measure::disk_bytes).transpose()?;
-        run.record(k, "footprint", json!({"disk_bytes": disk, "memory_bytes": measure::memory_bytes(k.process())}))?;
+        let memory = measure::memory_bytes(pid, k.process());
+        run.record(k, "footprint", json!({"disk_bytes": disk, "memory_bytes": memory}))?;
     }
     summarise(&run.results);
 

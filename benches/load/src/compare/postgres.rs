@@ -131,6 +131,7 @@ impl Postgres {
     /// checked) over everything.
     pub async fn bulk_load(&self, size: u64, streams: usize) -> Result<()> {
         let c = self.client().await?;
+        let started = std::time::Instant::now();
         c.batch_execute("ALTER TABLE facts DROP CONSTRAINT one_value_at_a_time; DROP INDEX facts_key;").await?;
         let streams = streams.max(1) as u64;
         let per = size.div_ceil(streams);
@@ -165,7 +166,19 @@ impl Postgres {
         for t in tasks {
             t.await??;
         }
+        let copied = started.elapsed().as_secs_f64();
         c.batch_execute(INDEXES).await.context("building the indexes after the bulk load")?;
+        eprintln!(
+            "postgres bulk load: COPY {copied:.1} s, indexes and constraint {:.1} s",
+            started.elapsed().as_secs_f64() - copied
+        );
+        Ok(())
+    }
+
+    /// A checkpoint, so the size on disk is the tables and a settled WAL,
+    /// not the WAL of the bulk load still waiting to be recycled.
+    pub async fn settle(&self) -> Result<()> {
+        self.client().await?.batch_execute("CHECKPOINT").await?;
         Ok(())
     }
 

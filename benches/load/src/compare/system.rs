@@ -135,6 +135,14 @@ impl System {
         }
     }
 
+    /// Before the size on disk is read: PostgreSQL checkpoints.
+    pub async fn settle(&self) -> Result<()> {
+        match self {
+            System::Postgres(s) => s.settle().await,
+            System::Tempora(_) | System::Mariadb(_) => Ok(()),
+        }
+    }
+
     pub async fn check(&self) -> Result<Violations> {
         match self {
             System::Tempora(s) => s.check().await,

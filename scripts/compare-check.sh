@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The comparison tool's own correctness checks, on a small store, against
+# tempora only (the peer comparison is the documented command in
+# docs/performance.md, not part of the test suite): starts the real
+# `tempora serve` (port 0, a temporary data directory) and runs
+# `tempora-load compare --systems tempora` with 1 000 facts: the hot-key run
+# (16 writers on 100 keys from an empty store), the bulk import, the reads and
+# the asserts with supersession, each followed by the checks (no key with two
+# active values, no inverted or overlapping interval, every read answering
+# what the data set says). The tool exits non-zero when any check fails or
+# any request errs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== building tempora and tempora-load"
+cargo build --locked --bin tempora && cargo build --locked -p tempora-load
+BIN=${CARGO_TARGET_DIR:-target}/debug
+
+work=$(mktemp -d)
+server=
+cleanup() {
+    [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$BIN/tempora" serve --data-dir "$work/data" --http-addr 127.0.0.1:0 --grpc-addr off --tcp-addr off \
+    >"$work/server.log" 2>&1 &
+server=$!
+addr=
+for _ in $(seq 1 100); do
+    addr=$(sed -n 's/.*http listening on \([0-9.]*:[0-9]*\).*/\1/p' "$work/server.log" | head -1)
+    [ -n "$addr" ] && break
+    sleep 0.1
+done
+if [ -z "$addr" ]; then
+    cat "$work/server.log"
+    echo "tempora did not start" >&2
+    exit 1
+fi
+
+echo "== tempora-load compare --systems tempora --size 1000 (server at $addr)"
+"$BIN/tempora-load" compare --systems tempora --size 1000 --duration 2 --warmup 1 \
+    --tempora-url "http://$addr" --tempora-data "$work/data" --tempora-pid "$server" | tee "$work/summary.txt"
+
+# The tool checked itself; make sure every check it reports ran and found nothing.
+for check in check_hotkey check_w1; do
+    line=$(grep "^$check " "$work/summary.txt") || { echo "missing $check" >&2; exit 1; }
+    echo "$line" | grep -q "duplicate_active=0 inverted=0 overlapping=0" || { echo "failed: $line" >&2; exit 1; }
+done
+echo "compare-check: ok"
