@@ -66,7 +66,8 @@ pub fn plot(args: PlotArgs) -> Result<()> {
     Ok(())
 }
 
-/// One panel per workload, log-log axes, a line per system.
+/// One panel per workload (size on a log axis, the value on a linear one from
+/// zero, so heights compare as ratios), a line per system.
 fn grid(path: &PathBuf, series: &Series, titles: &[(&str, &str)], y_label: &str) -> Result<()> {
     let root = BitMapBackend::new(path, (1200, 330 * titles.len().div_ceil(2) as u32)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -77,23 +78,25 @@ fn grid(path: &PathBuf, series: &Series, titles: &[(&str, &str)], y_label: &str)
             .filter_map(|(s, c)| series.get(&(w.to_string(), s.to_string())).map(|m| (*s, *c, m)))
             .collect();
         let points = lines.iter().flat_map(|l| l.2.iter());
-        let (mut x0, mut x1, mut y0, mut y1) = (u64::MAX, 0u64, f64::MAX, 0f64);
+        let (mut x0, mut x1, mut y1) = (u64::MAX, 0u64, 0f64);
         for (&x, &y) in points {
-            (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+            (x0, x1, y1) = (x0.min(x), x1.max(x), y1.max(y));
         }
         if lines.is_empty() || y1 <= 0.0 {
             continue;
         }
         let (x0, x1) = (x0 as f64 / 2.0, x1 as f64 * 2.0);
-        let (y0, y1) = ((y0 / 2.0).max(1e-3), y1 * 2.0);
         let mut chart = ChartBuilder::on(panel)
             .caption(*title, ("sans-serif", 18))
             .margin(10)
             .x_label_area_size(35)
             .y_label_area_size(60)
-            .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?;
+            .build_cartesian_2d((x0..x1).log_scale(), 0f64..y1 * 1.15)?;
         chart
             .configure_mesh()
+            .x_labels(6)
+            .y_labels(6)
+            .light_line_style(TRANSPARENT)
             .x_desc("facts in the store")
             .y_desc(y_label)
             .x_label_formatter(&|x| human(*x))
@@ -101,7 +104,7 @@ fn grid(path: &PathBuf, series: &Series, titles: &[(&str, &str)], y_label: &str)
             .label_style(("sans-serif", 12))
             .draw()?;
         for (name, color, m) in lines {
-            let pts: Vec<(f64, f64)> = m.iter().map(|(&x, &y)| (x as f64, y.max(1e-3))).collect();
+            let pts: Vec<(f64, f64)> = m.iter().map(|(&x, &y)| (x as f64, y)).collect();
             chart
                 .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
                 .label(name)
@@ -113,7 +116,7 @@ fn grid(path: &PathBuf, series: &Series, titles: &[(&str, &str)], y_label: &str)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .label_font(("sans-serif", 13))
-            .position(SeriesLabelPosition::UpperRight)
+            .position(SeriesLabelPosition::LowerLeft)
             .draw()?;
     }
     root.present()?;

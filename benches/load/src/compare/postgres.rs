@@ -70,6 +70,7 @@ END $$;
 /// kept for every later write.
 const INDEXES: &str = r#"
 CREATE INDEX facts_key ON facts (subject, predicate);
+CREATE INDEX facts_current ON facts (subject, predicate) WHERE upper_inf(recorded);
 ALTER TABLE facts ADD CONSTRAINT one_value_at_a_time
     EXCLUDE USING gist (subject WITH =, predicate WITH =, valid WITH &&)
     WHERE (upper_inf(recorded) AND status <> 'retracted');
@@ -132,7 +133,10 @@ impl Postgres {
     pub async fn bulk_load(&self, size: u64, streams: usize) -> Result<()> {
         let c = self.client().await?;
         let started = std::time::Instant::now();
-        c.batch_execute("ALTER TABLE facts DROP CONSTRAINT one_value_at_a_time; DROP INDEX facts_key;").await?;
+        c.batch_execute(
+            "ALTER TABLE facts DROP CONSTRAINT one_value_at_a_time; DROP INDEX facts_key; DROP INDEX facts_current;",
+        )
+        .await?;
         let streams = streams.max(1) as u64;
         let per = size.div_ceil(streams);
         let mut tasks = Vec::new();
