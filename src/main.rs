@@ -139,7 +139,7 @@ fn reindex(args: ReindexArgs) -> Result<()> {
     // sled locks the directory: a running server makes this fail.
     let engine = tempora::server::open_engine(&cfg).map_err(|e| {
         let text = format!("{e:#}");
-        if text.contains("lock") {
+        if text.contains("in use") || text.contains("lock") {
             anyhow::anyhow!(
                 "data directory {} is in use by another process (a running tempora server?); stop it before reindexing",
                 cfg.data_dir.display()

@@ -15,21 +15,33 @@ pub struct SledKv {
 impl SledKv {
     /// Opens (creating if needed) the store in `dir`.
     pub fn open(dir: &Path, cache_bytes: u64) -> Result<Self, StorageError> {
-        let db = sled::Config::new()
-            .path(dir)
-            .cache_capacity(cache_bytes)
-            // The engine decides when to sync (group commit); sled's own
-            // background flusher only adds extra fsyncs.
-            .flush_every_ms(None)
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(|e| match e {
-                sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
-                    StorageError::Locked(dir.display().to_string())
+        // A handle of this process that was just dropped can hold the
+        // directory's lock for a few milliseconds more (sled's I/O threads
+        // finish their last writes): wait that out. A directory held by a
+        // live store, in this process or another, is still refused, after
+        // `LOCK_WAIT`.
+        const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+        let started = std::time::Instant::now();
+        loop {
+            let opened = sled::Config::new()
+                .path(dir)
+                .cache_capacity(cache_bytes)
+                // The engine decides when to sync (group commit); sled's own
+                // background flusher only adds extra fsyncs.
+                .flush_every_ms(None)
+                .mode(sled::Mode::HighThroughput)
+                .open();
+            match opened {
+                Ok(db) => return Self::from_db(db),
+                Err(sled::Error::Io(io)) if is_lock_held(&io) => {
+                    if started.elapsed() >= LOCK_WAIT {
+                        return Err(StorageError::Locked(dir.display().to_string()));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
                 }
-                other => StorageError::from(other),
-            })?;
-        Self::from_db(db)
+                Err(other) => return Err(StorageError::from(other)),
+            }
+        }
     }
 
     /// A store that lives in memory and a temporary directory, for tests.
@@ -133,5 +145,39 @@ impl OrderedKv for SledKv {
 
     fn size_on_disk(&self) -> Option<u64> {
         self.db.size_on_disk().ok()
+    }
+}
+
+/// Whether sled failed to open because the directory's lock is held. sled
+/// 0.34 reports it as an `Other` error whose message carries the OS's
+/// `WouldBlock`.
+fn is_lock_held(io: &std::io::Error) -> bool {
+    io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_released_moments_later_opens_and_a_held_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = SledKv::open(dir.path(), 1 << 20).unwrap();
+        // Held for the whole wait: refused, with the error that names it.
+        let started = std::time::Instant::now();
+        match SledKv::open(dir.path(), 1 << 20) {
+            Err(StorageError::Locked(d)) => assert!(d.contains(&dir.path().display().to_string())),
+            Err(e) => panic!("expected Locked, got {e:?}"),
+            Ok(_) => panic!("a held directory opened twice"),
+        }
+        assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+        // Released while the second open waits: it opens.
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(first);
+        });
+        let second = SledKv::open(dir.path(), 1 << 20);
+        release.join().unwrap();
+        assert!(second.is_ok(), "{:?}", second.err());
     }
 }
