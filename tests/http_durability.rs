@@ -1,6 +1,11 @@
-//! kill -9 of the real server under concurrent write load: every write that
-//! was acknowledged (201) is there after a restart, with its tx, and no
-//! transaction is there in part.
+//! kill -9 of the real server under concurrent write load, over and over:
+//! after every restart each write that was acknowledged (201) is there with
+//! its tx, no transaction is there in part, the search index finds what was
+//! acknowledged, and a change-feed subscriber that resumes from its last
+//! event id gets every acknowledged transaction, in order, once.
+//!
+//! `TEMPORA_KILL_ROUNDS` sets the number of kills (10 by default, as in CI;
+//! the soak in docs/operations.md runs 50).
 
 mod common;
 
@@ -13,14 +18,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const WRITERS: usize = 6;
-const ROUNDS: usize = 3;
 const BATCH: usize = 3;
+/// How long a restarted server may take to let the search index and a
+/// resumed change feed catch up with what was acknowledged before the kill.
+const CATCH_UP: Duration = Duration::from_secs(30);
 
-/// An acknowledged write: the ids it created and their tx.
+fn rounds() -> usize {
+    std::env::var("TEMPORA_KILL_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10)
+}
+
+/// The word a single-fact write carries in its object, for the search check.
+fn mark(round: usize, w: usize, n: usize) -> String {
+    format!("mark{round}x{w}x{n}")
+}
+
+/// An acknowledged write: the ids it created and their tx, and for a single
+/// fact the word to search it by.
 #[derive(Debug, Clone)]
 struct Ack {
     tx: u64,
     ids: Vec<String>,
+    mark: Option<String>,
 }
 
 async fn writer(api: Api, round: usize, w: usize, stop: Arc<AtomicBool>, count: Arc<AtomicUsize>) -> Vec<Ack> {
@@ -31,7 +49,8 @@ async fn writer(api: Api, round: usize, w: usize, stop: Arc<AtomicBool>, count: 
         // Alternate single facts and batches; distinct subjects, so no write
         // supersedes another and each fact's current version is its first.
         let resp = if n.is_multiple_of(2) {
-            let body = json!({"subject": format!("Load:r{round}-w{w}-n{n}"), "predicate": "seq", "object": n, "source": "durability"});
+            let body = json!({"subject": format!("Load:r{round}-w{w}-n{n}"), "predicate": "seq",
+                "object": format!("note {}", mark(round, w, n)), "source": "durability"});
             api.req(Method::POST, "/api/facts").json(&body).send().await
         } else {
             let facts: Vec<Value> = (0..BATCH)
@@ -45,9 +64,10 @@ async fn writer(api: Api, round: usize, w: usize, stop: Arc<AtomicBool>, count: 
         }
         let Ok(body) = resp.json::<Value>().await else { break };
         let ack = if let Some(facts) = body.get("facts").and_then(|f| f.as_array()) {
-            Ack { tx: body["tx"].as_u64().unwrap(), ids: ids(facts) }
+            Ack { tx: body["tx"].as_u64().unwrap(), ids: ids(facts), mark: None }
         } else {
-            Ack { tx: body["tx"].as_u64().unwrap(), ids: vec![body["id"].as_str().unwrap().to_string()] }
+            let id = body["id"].as_str().unwrap().to_string();
+            Ack { tx: body["tx"].as_u64().unwrap(), ids: vec![id], mark: Some(mark(round, w, n)) }
         };
         acks.push(ack);
         count.fetch_add(1, Ordering::Relaxed);
@@ -88,12 +108,25 @@ async fn acknowledged_writes_survive_kill_9_under_load() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     let mut acked: Vec<Ack> = Vec::new();
+    // The previous round's feed: where its subscriber stood when the server
+    // died, the transactions it had seen, and what that round acknowledged.
+    let mut feed: Option<(u64, Vec<u64>, Vec<Ack>)> = None;
 
-    for round in 0..ROUNDS {
+    for round in 0..rounds() {
         let server = Server::start(&dir, &[]);
         let api = Api::new(&server, None);
-        // What earlier rounds acknowledged is all still there.
+        // What earlier rounds acknowledged is all still there, and the
+        // derived views catch up with it.
         verify(&api, &acked).await;
+        if let Some((resume, seen, round_acks)) = feed.take() {
+            feed_catches_up(&api, resume, seen, &round_acks).await;
+            search_catches_up(&api, &round_acks).await;
+        }
+
+        // A subscriber from the current transaction on, for the whole round.
+        let start_tx = api.stats().await["last_tx"].as_u64().unwrap();
+        let mut sse = Sse::open(api.req(Method::GET, &format!("/api/stream?after_tx={start_tx}"))).await;
+        assert_eq!(sse.status, 200);
 
         let stop = Arc::new(AtomicBool::new(false));
         let count = Arc::new(AtomicUsize::new(0));
@@ -105,20 +138,95 @@ async fn acknowledged_writes_survive_kill_9_under_load() {
         let pid = server.pid();
         tokio::task::block_in_place(|| server.kill9());
         stop.store(true, Ordering::Relaxed);
-        let mut this_round = 0;
+        let mut this_round = Vec::new();
         for t in tasks {
-            let acks = t.await.unwrap();
-            this_round += acks.len();
-            acked.extend(acks);
+            this_round.extend(t.await.unwrap());
         }
-        assert!(this_round >= WRITERS, "round {round}: only {this_round} writes acknowledged before the kill (pid {pid})");
-        eprintln!("round {round}: {this_round} writes acknowledged before kill -9");
+        assert!(
+            this_round.len() >= WRITERS,
+            "round {round}: only {} writes acknowledged before the kill (pid {pid})",
+            this_round.len()
+        );
+        eprintln!("round {round}: {} writes acknowledged before kill -9", this_round.len());
+
+        // What the subscriber got before its server died; it resumes from
+        // the last event id it was given (the round's start if none).
+        let mut seen = Vec::new();
+        let mut resume = start_tx;
+        while let Some((id, data)) = sse.next_event(Duration::from_secs(10)).await {
+            seen.push(data["tx"].as_u64().unwrap());
+            if let Some(id) = id {
+                resume = id.parse().unwrap();
+            }
+        }
+        acked.extend(this_round.iter().cloned());
+        feed = Some((resume, seen, this_round));
     }
 
     let server = Server::start(&dir, &[]);
     let api = Api::new(&server, None);
     verify(&api, &acked).await;
+    if let Some((resume, seen, round_acks)) = feed.take() {
+        feed_catches_up(&api, resume, seen, &round_acks).await;
+        search_catches_up(&api, &round_acks).await;
+    }
     server.stop_ok();
+}
+
+/// A subscriber that saw `seen` before the kill and resumes after `resume`
+/// gets every transaction of `round_acks` it had not had, in tx order, with
+/// none twice (a transaction's frames come together; only its last carries
+/// the id).
+async fn feed_catches_up(api: &Api, resume: u64, mut seen: Vec<u64>, round_acks: &[Ack]) {
+    seen.retain(|t| *t <= resume);
+    let Some(want_up_to) = round_acks.iter().map(|a| a.tx).max() else { return };
+    let mut sse = Sse::open(api.req(Method::GET, "/api/stream").header("Last-Event-ID", resume.to_string())).await;
+    assert_eq!(sse.status, 200);
+    let deadline = tokio::time::Instant::now() + CATCH_UP;
+    // Until the last frame (the one with the id) of the newest acknowledged tx.
+    let mut last_id = resume;
+    while last_id < want_up_to {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let (id, data) = sse.next_event(left).await.expect("the resumed feed ended before catching up");
+        let tx = data["tx"].as_u64().unwrap();
+        assert!(tx > resume, "tx {tx} repeated after resuming from {resume}");
+        seen.push(tx);
+        if let Some(id) = id {
+            last_id = id.parse().unwrap();
+        }
+    }
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "feed out of tx order: {seen:?}");
+    let mut runs = seen.clone();
+    runs.dedup();
+    let mut distinct = runs.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(runs.len(), distinct.len(), "a transaction's frames came twice: {seen:?}");
+    for a in round_acks {
+        assert!(distinct.binary_search(&a.tx).is_ok(), "acknowledged tx {} never reached the feed", a.tx);
+        let frames = seen.iter().filter(|t| **t == a.tx).count();
+        assert_eq!(frames, a.ids.len(), "tx {}: {frames} frames for {} facts", a.tx, a.ids.len());
+    }
+}
+
+/// The search index, rebuilt from the change log after the kill, finds the
+/// last single-fact writes each writer had acknowledged.
+async fn search_catches_up(api: &Api, round_acks: &[Ack]) {
+    let marked: Vec<&Ack> = round_acks.iter().filter(|a| a.mark.is_some()).collect();
+    for a in marked.iter().rev().take(WRITERS) {
+        let word = a.mark.as_deref().unwrap();
+        let deadline = tokio::time::Instant::now() + CATCH_UP;
+        loop {
+            let r = api.get(&format!("/api/search?question={word}")).await;
+            let v = r.expect(200);
+            let found = v["answer_facts"].as_array().unwrap().iter().any(|f| f["id"] == a.ids[0].as_str());
+            if found && v["stale"] == false {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "search never found acknowledged {word} (tx {}): {v}", a.tx);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 async fn verify(api: &Api, acked: &[Ack]) {
