@@ -149,6 +149,7 @@ pub struct FileLimits {
     pub max_sse_subscribers: Option<usize>,
     pub max_in_flight: Option<usize>,
     pub sse_buffer: Option<usize>,
+    pub min_free_disk_bytes: Option<u64>,
 }
 
 /// Request and connection limits. Every one is documented in `docs/limits.md`.
@@ -163,11 +164,21 @@ pub struct Limits {
     /// Change frames buffered per subscriber; a subscriber that falls this
     /// far behind is dropped (it can resume with `Last-Event-ID`).
     pub sse_buffer: usize,
+    /// Free bytes the data directory's filesystem keeps: writes are refused
+    /// (503, nothing written) below it and resume when space returns. 0
+    /// refuses only on a read-only filesystem.
+    pub min_free_disk_bytes: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_body_bytes: 1 << 20, max_sse_subscribers: 1024, max_in_flight: 4096, sse_buffer: 1024 }
+        Limits {
+            max_body_bytes: 1 << 20,
+            max_sse_subscribers: 1024,
+            max_in_flight: 4096,
+            sse_buffer: 1024,
+            min_free_disk_bytes: 64 << 20,
+        }
     }
 }
 
@@ -279,6 +290,12 @@ impl Config {
             max_sse_subscribers: num("TEMPORA_MAX_SSE_SUBSCRIBERS", fl.max_sse_subscribers, d.max_sse_subscribers)?,
             max_in_flight: num("TEMPORA_MAX_IN_FLIGHT", fl.max_in_flight, d.max_in_flight)?,
             sse_buffer: num("TEMPORA_SSE_BUFFER", fl.sse_buffer, d.sse_buffer)?,
+            min_free_disk_bytes: match env("TEMPORA_MIN_FREE_DISK_BYTES") {
+                Some(v) => v.trim().parse().map_err(|_| {
+                    anyhow::anyhow!("TEMPORA_MIN_FREE_DISK_BYTES: expected a number of bytes, got {v:?}")
+                })?,
+                None => fl.min_free_disk_bytes.unwrap_or(d.min_free_disk_bytes),
+            },
         };
         let allow_private = match env("TEMPORA_OUTBOUND_ALLOW_PRIVATE") {
             Some(v) => match v.trim() {

@@ -18,7 +18,9 @@ pub fn open_engine(cfg: &Config) -> Result<Arc<Engine>> {
         DurabilitySetting::Durable => Durability::Durable,
         DurabilitySetting::Relaxed => Durability::Relaxed,
     };
-    let engine = Engine::open(EngineConfig::at(&cfg.data_dir).durability(durability))
+    let engine = Engine::open(
+        EngineConfig::at(&cfg.data_dir).durability(durability).min_free_bytes(cfg.limits.min_free_disk_bytes),
+    )
         .with_context(|| format!("cannot open data directory {}", cfg.data_dir.display()))?;
     Ok(Arc::new(engine))
 }

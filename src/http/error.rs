@@ -72,6 +72,10 @@ impl From<EngineError> for ApiError {
             EngineError::Storage(s) => {
                 tracing::error!(error = %s, "storage error");
                 match s {
+                    // Refusals that changed nothing: say why, and that reads go on.
+                    StorageError::NoSpace { .. } | StorageError::ReadOnly(_) | StorageError::Failed(_) => {
+                        ApiError::unavailable(s.to_string())
+                    }
                     StorageError::Io(io) if io.raw_os_error() == Some(28) => {
                         ApiError::unavailable("the data volume is full; writes are refused until space is freed")
                     }

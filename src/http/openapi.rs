@@ -332,10 +332,12 @@ fn components(doc: &mut Value) {
     });
     schemas["Ready"] = json!({
         "type": "object",
-        "required": ["ready", "last_tx"],
+        "required": ["ready", "last_tx", "writes"],
         "properties": {
             "ready": {"type": "boolean"},
             "last_tx": {"type": "integer", "format": "int64", "minimum": 0, "description": "The last committed transaction."},
+            "writes": {"type": "string", "description": "`ok` when writes are taken; otherwise why they are refused \
+                (disk below its free-space reserve, read-only filesystem, or a failed write). Reads go on either way."},
         },
     });
     merge(
@@ -1662,7 +1664,7 @@ fn extension_paths(doc: &mut Value) {
             "description": "Public readiness probe: ready when the storage engine answers a read.",
             "responses": {"200": {
                 "description": "Ready.",
-                "content": {"application/json": {"schema": schema("Ready"), "example": {"ready": true, "last_tx": 42}}},
+                "content": {"application/json": {"schema": schema("Ready"), "example": {"ready": true, "last_tx": 42, "writes": "ok"}}},
             }},
         }))}),
     );

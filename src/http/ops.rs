@@ -18,7 +18,13 @@ pub async fn health() -> Json<serde_json::Value> {
 pub async fn ready(State(st): State<AppState>) -> Response {
     let engine = st.memory.engine();
     let (tx, _) = engine.last_tx();
-    Json(json!({"ready": true, "last_tx": tx})).into_response()
+    // Reads go on whatever happens to the disk, so the server stays ready;
+    // `writes` says whether writes are taken now, and if not, why.
+    let writes = match engine.writable() {
+        Ok(()) => json!("ok"),
+        Err(e) => json!(e.to_string()),
+    };
+    Json(json!({"ready": true, "last_tx": tx, "writes": writes})).into_response()
 }
 
 pub async fn stats(State(st): State<AppState>, caller: Caller) -> Result<Json<serde_json::Value>, ApiError> {

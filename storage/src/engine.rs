@@ -5,6 +5,7 @@ use crate::keys::TenantId;
 use crate::kv::{Keyspace, OrderedKv, SledKv};
 use crate::model::*;
 use crate::read::Reader;
+use crate::space::{DiskGuard, Health};
 use crate::write::{
     self, Catalog, CommitListener, Durability, Idempotency, IoCounters, IoStats, Job, JobResult, Published, Writer,
 };
@@ -26,11 +27,15 @@ pub struct EngineConfig {
     pub cache_bytes: u64,
     /// Most requests in one commit group.
     pub max_group: usize,
+    /// Free bytes the data directory's filesystem must keep: writes are
+    /// refused below it (see [`crate::space`]). 0 checks only for a
+    /// read-only mount. Not used by a temporary store.
+    pub min_free_bytes: u64,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { path: None, durability: Durability::Durable, cache_bytes: 512 << 20, max_group: 512 }
+        EngineConfig { path: None, durability: Durability::Durable, cache_bytes: 512 << 20, max_group: 512, min_free_bytes: 0 }
     }
 }
 
@@ -43,6 +48,10 @@ impl EngineConfig {
     }
     pub fn durability(mut self, d: Durability) -> Self {
         self.durability = d;
+        self
+    }
+    pub fn min_free_bytes(mut self, bytes: u64) -> Self {
+        self.min_free_bytes = bytes;
         self
     }
 }
@@ -63,6 +72,14 @@ pub struct Engine {
     snapshot: Arc<RwLock<()>>,
     format_found: u32,
     io: Arc<IoCounters>,
+    /// The free-space and read-only check run before every write.
+    disk: Option<DiskGuard>,
+    /// Latched by the first write the backend failed.
+    health: Arc<Health>,
+    /// Held by the writer while it applies a commit group and by every
+    /// service-record write; a backup holds it to see one consistent state
+    /// while reads go on (see `crate::backup`).
+    pub(crate) gate: Arc<Mutex<()>>,
 }
 
 /// A [`Reader`] that keeps commit groups out while it lives.
@@ -100,6 +117,8 @@ impl Engine {
         let snapshot: Arc<RwLock<()>> = Arc::default();
         let (sender, receiver) = crossbeam_channel::unbounded();
         let io: Arc<IoCounters> = Arc::default();
+        let health: Arc<Health> = Arc::default();
+        let gate: Arc<Mutex<()>> = Arc::default();
         let writer = Writer {
             kv: Arc::clone(&kv),
             catalog,
@@ -111,6 +130,8 @@ impl Engine {
             clock,
             unsynced: Arc::default(),
             io: Arc::clone(&io),
+            health: Arc::clone(&health),
+            gate: Arc::clone(&gate),
         };
         let handle = std::thread::Builder::new()
             .name("tempora-writer".into())
@@ -125,6 +146,9 @@ impl Engine {
             snapshot,
             format_found,
             io,
+            disk: config.path.as_deref().map(|p| DiskGuard::new(p, config.min_free_bytes)),
+            health,
+            gate,
         })
     }
 
@@ -206,6 +230,7 @@ impl Engine {
         idempotency: Option<Idempotency>,
         reply: crate::write::Reply,
     ) -> Result<()> {
+        self.writable()?;
         let guard = self.tx.lock();
         let sender = guard.as_ref().ok_or_else(|| EngineError::Closed("closed by the caller".into()))?;
         sender
@@ -396,6 +421,40 @@ impl Engine {
         Ok(self.kv.sync()?)
     }
 
+    /// `Ok` when a write may be tried now: the store has not failed one and
+    /// the disk has room (see [`crate::space`]). Refusing here changes nothing.
+    pub fn writable(&self) -> std::result::Result<(), crate::error::StorageError> {
+        self.health.check()?;
+        match &self.disk {
+            Some(d) => d.check(),
+            None => Ok(()),
+        }
+    }
+
+    /// Why the store refuses writes until restart, if it does.
+    pub fn failure(&self) -> Option<String> {
+        self.health.failure()
+    }
+
+    /// Writes a backup of the whole store (every tenant) to `out`; see
+    /// [`crate::backup`]. Writes wait while it runs (they are queued, not
+    /// refused); reads go on.
+    pub fn backup(&self, out: &mut dyn std::io::Write) -> Result<crate::backup::BackupSummary> {
+        let _writes_wait = self.gate.lock();
+        crate::backup::write(self.kv.as_ref(), crate::migrate::CURRENT_FORMAT, out)
+    }
+
+    /// Applies and syncs a batch of service records, under the write gate.
+    fn aux_apply(&self, b: crate::kv::WriteBatch) -> Result<()> {
+        self.writable()?;
+        let _gate = self.gate.lock();
+        let done = self.kv.apply(b).and_then(|()| self.kv.sync());
+        if let Err(e @ crate::error::StorageError::Io(_)) = &done {
+            self.health.fail(e);
+        }
+        Ok(done?)
+    }
+
     // ---- opaque records for the service layer --------------------------------
 
     pub fn aux_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -407,8 +466,7 @@ impl Engine {
     pub fn aux_put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let mut b = crate::kv::WriteBatch::default();
         b.put(Keyspace::Aux, key.to_vec(), value.to_vec());
-        self.kv.apply(b)?;
-        Ok(self.kv.sync()?)
+        self.aux_apply(b)
     }
 
     /// Stores several opaque records in one atomic batch and one sync.
@@ -420,8 +478,7 @@ impl Engine {
         for (k, v) in records {
             b.put(Keyspace::Aux, k, v);
         }
-        self.kv.apply(b)?;
-        Ok(self.kv.sync()?)
+        self.aux_apply(b)
     }
 
     /// Removes opaque records (durably, in one batch).
@@ -433,8 +490,7 @@ impl Engine {
         for k in keys {
             b.delete(Keyspace::Aux, k);
         }
-        self.kv.apply(b)?;
-        Ok(self.kv.sync()?)
+        self.aux_apply(b)
     }
 
     /// Every opaque record whose key starts with `prefix`, in key order,

@@ -16,6 +16,24 @@ pub enum StorageError {
     Backend(String),
     #[error("the data directory {0} is in use by another process")]
     Locked(String),
+    /// Refused before writing: free space is below the configured reserve.
+    #[error(
+        "the data directory's disk has {free} bytes free, below the {reserve} bytes kept in reserve; \
+         writes are refused until space is freed (reads go on)"
+    )]
+    NoSpace { free: u64, reserve: u64 },
+    /// Refused before writing: the filesystem is mounted read-only.
+    #[error(
+        "the data directory {0} is on a read-only filesystem; writes are refused until it is writable again \
+         (reads go on)"
+    )]
+    ReadOnly(String),
+    /// An earlier write failed in the backend, which then takes no more.
+    #[error(
+        "the store stopped taking writes after a failed write ({0}); reads go on; restart the server once the \
+         cause is fixed"
+    )]
+    Failed(String),
 }
 
 /// Not `#[non_exhaustive]` on purpose: the service matches it exhaustively, so

@@ -41,6 +41,7 @@
 //! keyspace, `write` the single-writer group commit and the takeover rules,
 //! `read` the query paths, `migrate` the on-disk format versions.
 
+pub mod backup;
 pub mod codec;
 mod engine;
 pub mod error;
@@ -51,6 +52,7 @@ mod migrate;
 pub mod model;
 mod read;
 mod record;
+pub mod space;
 mod write;
 
 pub use engine::{Engine, EngineConfig};

@@ -24,7 +24,7 @@ mod overlay;
 pub use catalog::{Published, DEFAULT_THRESHOLD};
 pub(crate) use catalog::Catalog;
 
-use crate::error::{EngineError, Result};
+use crate::error::{EngineError, Result, StorageError};
 use crate::keys;
 use crate::kv::{Keyspace, OrderedKv};
 use crate::model::{Millis, Tx, WriteOp, WriteOutcome};
@@ -96,6 +96,10 @@ pub(crate) struct Writer {
     /// A sync failed: the next group syncs before it is applied.
     pub unsynced: Arc<std::sync::atomic::AtomicBool>,
     pub io: Arc<IoCounters>,
+    /// Latched when the backend fails a write (it takes no more after one).
+    pub health: Arc<crate::space::Health>,
+    /// Held while a group is applied; a backup takes it to pause the writer.
+    pub gate: Arc<parking_lot::Mutex<()>>,
 }
 
 /// Counters of the write path, for metrics.
@@ -184,6 +188,7 @@ impl Writer {
             durability: self.durability,
             unsynced: Arc::clone(&self.unsynced),
             io: Arc::clone(&self.io),
+            health: Arc::clone(&self.health),
         };
         let sync_thread = std::thread::Builder::new().name("tempora-sync".into()).spawn(move || stage.run(syncing));
         let sync_thread = match sync_thread {
@@ -191,16 +196,21 @@ impl Writer {
             Err(e) => {
                 tracing::error!(error = %e, "cannot start the sync thread; writes are refused");
                 while let Ok(job) = rx.recv() {
-                    fail_all(vec![job], "the store's sync thread could not start");
+                    fail_all(vec![job], || StorageError::Backend("the store's sync thread could not start".into()));
                 }
                 return;
             }
         };
         while let Ok(first) = rx.recv() {
             let jobs = take_group(&rx, first, self.max_group, MAX_GROUP_OPS);
-            if let Some(applied) = self.apply_group(jobs) {
+            let gate = Arc::clone(&self.gate);
+            let applied = {
+                let _paused_by_backup = gate.lock();
+                self.apply_group(jobs)
+            };
+            if let Some(applied) = applied {
                 if let Err(crossbeam_channel::SendError(a)) = to_sync.send(applied) {
-                    fail_all(a.jobs, "the store's sync thread stopped");
+                    fail_all(a.jobs, || StorageError::Backend("the store's sync thread stopped".into()));
                 }
             }
         }
@@ -267,9 +277,15 @@ impl Writer {
                 kv.apply(batch)
             });
             if let Err(e) = applied {
-                tracing::error!(error = %e, "commit group failed; its requests are not written");
+                tracing::error!(error = %e, debug = ?e, "commit group failed; its requests are not written");
                 self.catalog.rollback(group_mark);
-                fail_all(jobs, &format!("write not stored: {e}"));
+                if matches!(e, StorageError::Io(_)) {
+                    self.health.fail(&e);
+                    fail_all(jobs, || StorageError::Failed(e.to_string()));
+                } else {
+                    let msg = format!("write not stored: {e}");
+                    fail_all(jobs, || StorageError::Backend(msg.clone()));
+                }
                 return None;
             }
             self.unsynced.store(false, Relaxed);
@@ -302,6 +318,7 @@ struct SyncStage {
     durability: Durability,
     unsynced: Arc<std::sync::atomic::AtomicBool>,
     io: Arc<IoCounters>,
+    health: Arc<crate::space::Health>,
 }
 
 impl SyncStage {
@@ -326,6 +343,9 @@ impl SyncStage {
         synced.map_err(|e| {
             tracing::error!(error = %e, "sync failed; the group's writes are not acknowledged");
             self.unsynced.store(true, Relaxed);
+            if matches!(e, StorageError::Io(_)) {
+                self.health.fail(&e);
+            }
             e.to_string()
         })
     }
@@ -333,7 +353,10 @@ impl SyncStage {
     fn finish(&self, g: Applied, synced: &std::result::Result<(), String>) {
         *self.published.write() = Arc::new(g.state);
         if let Err(e) = synced {
-            fail_all(g.jobs, &format!("write not confirmed durable (sync failed: {e}); it may or may not survive a crash"));
+            let msg = format!("write not confirmed durable (sync failed: {e}); it may or may not survive a crash");
+            // An I/O failure stopped the store (see `crate::space`): say so.
+            let stopped = self.health.failure().is_some();
+            fail_all(g.jobs, || if stopped { StorageError::Failed(msg.clone()) } else { StorageError::Backend(msg.clone()) });
             return;
         }
         let committed: Vec<(String, Tx)> = g
@@ -357,10 +380,9 @@ impl SyncStage {
     }
 }
 
-fn fail_all(jobs: Vec<Job>, msg: &str) {
+fn fail_all(jobs: Vec<Job>, err: impl Fn() -> StorageError) {
     for job in jobs {
-        let err = EngineError::Storage(crate::error::StorageError::Backend(msg.to_string()));
-        (job.reply)(JobResult::Done(Err(err)));
+        (job.reply)(JobResult::Done(Err(EngineError::Storage(err()))));
     }
 }
 

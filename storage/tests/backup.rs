@@ -1,0 +1,182 @@
+//! Backup and restore: a restored store answers every read as the original
+//! did, a backup taken under concurrent writes holds whole transactions
+//! only, and a damaged or truncated file restores nothing.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tempora_storage::backup::{restore, verify};
+use tempora_storage::*;
+
+const TENANTS: [&str; 2] = ["nas", "acme"];
+
+fn every_fact(e: &Engine, tenant: &str, as_of: Option<AsOf>) -> Vec<Fact> {
+    let mut out = Vec::new();
+    let mut cursor = None;
+    loop {
+        let q = FactQuery {
+            status: StatusFilter::Any,
+            include_retracted: true,
+            as_of,
+            limit: 1000,
+            cursor: cursor.take(),
+            ..Default::default()
+        };
+        let page = e.query(tenant, &q).unwrap();
+        out.extend(page.facts);
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return out,
+        }
+    }
+}
+
+fn populate(e: &Engine) -> Tx {
+    let mut mid = 0;
+    for t in TENANTS {
+        for i in 0..50 {
+            e.assert(t, FactInput::new(format!("Person:p{i}"), "works_at", format!("Org:o{i}")).valid_from(2020))
+                .unwrap();
+        }
+        mid = e.last_tx().0;
+        for i in 0..20 {
+            e.assert(t, FactInput::new(format!("Person:p{i}"), "works_at", "Org:globex").valid_from(2024)).unwrap();
+        }
+        let f = e.assert(t, FactInput::new("Person:gone", "likes", "tea")).unwrap();
+        e.retract(t, f.fact.id).unwrap();
+    }
+    e.aux_put(b"svc:one", b"first record").unwrap();
+    e.aux_put_many(vec![(b"svc:two".to_vec(), b"2".to_vec()), (b"svc:three".to_vec(), vec![3; 1000])]).unwrap();
+    mid
+}
+
+fn aux(e: &Engine) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut v = Vec::new();
+    e.aux_scan(b"", |k, val| {
+        v.push((k.to_vec(), val.to_vec()));
+        true
+    })
+    .unwrap();
+    v
+}
+
+#[test]
+fn a_restored_store_answers_every_read_as_the_original() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = Engine::open(EngineConfig::at(tmp.path().join("src"))).unwrap();
+    let mid = populate(&src);
+    let mut file = Vec::new();
+    let made = src.backup(&mut file).unwrap();
+    assert_eq!(made.last_tx, src.last_tx().0);
+    assert_eq!(made.bytes, file.len() as u64);
+    assert_eq!(verify(&mut file.as_slice()).unwrap(), made);
+
+    let dst_dir = tmp.path().join("restored");
+    let restored = restore(&mut file.as_slice(), &dst_dir).unwrap();
+    assert_eq!(restored, made);
+    let dst = Engine::open(EngineConfig::at(&dst_dir)).unwrap();
+    assert_eq!(dst.last_tx(), src.last_tx());
+    assert_eq!(dst.tenants(), src.tenants());
+    for t in TENANTS {
+        assert_eq!(every_fact(&dst, t, None), every_fact(&src, t, None), "{t}: current and history");
+        assert_eq!(
+            every_fact(&dst, t, Some(AsOf::Tx(mid))),
+            every_fact(&src, t, Some(AsOf::Tx(mid))),
+            "{t} as of {mid}"
+        );
+        assert_eq!(dst.stats(t), src.stats(t));
+        assert_eq!(dst.changes(t, 0, 10_000).unwrap(), src.changes(t, 0, 10_000).unwrap(), "{t}: change log");
+        let q = FactQuery { subject: Some("Person:p3".into()), valid_at: Some(2022), ..Default::default() };
+        assert_eq!(dst.query(t, &q).unwrap().facts[0].object, serde_json::json!("Org:o3"));
+    }
+    assert_eq!(aux(&dst), aux(&src));
+    // The restored store goes on from where the original stood.
+    let next = dst.assert("nas", FactInput::new("Person:new", "works_at", "Org:acme")).unwrap();
+    assert_eq!(next.fact.tx, src.last_tx().0 + 1);
+}
+
+#[test]
+fn a_backup_under_concurrent_writes_holds_whole_transactions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = Arc::new(Engine::open(EngineConfig::at(tmp.path().join("src"))).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..3)
+        .map(|w| {
+            let (e, stop) = (Arc::clone(&src), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    // Three facts per transaction, and a supersession of the writer's key.
+                    let batch = (0..3).map(|i| FactInput::new(format!("W:{w}-{n}"), format!("part{i}"), n)).collect();
+                    e.assert_batch("nas", batch).unwrap();
+                    e.assert("nas", FactInput::new(format!("Key:{w}"), "value", n)).unwrap();
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut files = Vec::new();
+    for _ in 0..3 {
+        let mut f = Vec::new();
+        src.backup(&mut f).unwrap();
+        files.push(f);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let written: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert!(written > 0);
+
+    for (i, f) in files.iter().enumerate() {
+        let dir = tmp.path().join(format!("r{i}"));
+        let summary = restore(&mut f.as_slice(), &dir).unwrap();
+        let e = Engine::open(EngineConfig::at(&dir)).unwrap();
+        assert_eq!(e.last_tx().0, summary.last_tx, "the header's tx is the store's");
+        let facts = every_fact(&e, "nas", None);
+        let mut per_tx = std::collections::BTreeMap::<Tx, usize>::new();
+        for f in facts.iter().filter(|f| f.subject.starts_with("W:")) {
+            *per_tx.entry(f.created_tx).or_default() += 1;
+        }
+        assert!(per_tx.values().all(|n| *n == 3), "backup {i} holds part of a transaction: {per_tx:?}");
+        // Each writer's key has exactly one active value.
+        for w in 0..3 {
+            let q = FactQuery { subject: Some(format!("Key:{w}")), ..Default::default() };
+            assert!(e.query("nas", &q).unwrap().facts.len() <= 1, "backup {i}: two active values of Key:{w}");
+        }
+        let s = e.stats("nas");
+        assert_eq!((s.active + s.candidate + s.superseded + s.retracted) as usize, facts.len(), "backup {i}: stats");
+    }
+}
+
+#[test]
+fn a_damaged_or_truncated_file_restores_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = Engine::open(EngineConfig::at(tmp.path().join("src"))).unwrap();
+    populate(&src);
+    let mut file = Vec::new();
+    src.backup(&mut file).unwrap();
+
+    let target = tmp.path().join("target");
+    let mut flipped = file.clone();
+    let at = flipped.len() / 2;
+    flipped[at] ^= 0x40;
+    let err = restore(&mut flipped.as_slice(), &target).unwrap_err().to_string();
+    assert!(err.contains("backup file"), "{err}");
+    assert!(verify(&mut flipped.as_slice()).is_err());
+
+    for cut in [10, 40, file.len() / 3, file.len() - 1] {
+        let err = restore(&mut &file[..cut], &target).unwrap_err().to_string();
+        assert!(err.contains("backup file"), "cut at {cut}: {err}");
+    }
+    let err = restore(&mut &b"not a backup at all, just some text"[..], &target).unwrap_err().to_string();
+    assert!(err.contains("not a tempora backup"), "{err}");
+    // Nothing was left behind: neither the target nor a scratch directory.
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("src")], "left behind: {left:?}");
+
+    // A store is never overwritten.
+    let err = restore(&mut file.as_slice(), &tmp.path().join("src")).unwrap_err().to_string();
+    assert!(err.contains("not empty"), "{err}");
+    // The intact file still restores.
+    restore(&mut file.as_slice(), &target).unwrap();
+}
