@@ -277,7 +277,7 @@ impl Writer {
                 kv.apply(batch)
             });
             if let Err(e) = applied {
-                tracing::error!(error = %e, debug = ?e, "commit group failed; its requests are not written");
+                tracing::error!(error = %e, "commit group failed; its requests are not written");
                 self.catalog.rollback(group_mark);
                 if matches!(e, StorageError::Io(_)) {
                     self.health.fail(&e);
