@@ -7,6 +7,7 @@
 pub mod agent_protocol;
 pub mod agents;
 pub mod auth;
+pub mod backup;
 pub mod civil;
 pub mod config;
 pub mod connectors;

@@ -41,6 +41,42 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         addr: Option<String>,
     },
+    /// Write a consistent backup of the whole store (every tenant) to a
+    /// file. From a running server by default (GET /api/admin/backup; writes
+    /// wait while it is taken, reads go on); with --data-dir, from a data
+    /// directory no server has open. The file is checked before it is kept.
+    Backup(BackupArgs),
+    /// Restore a backup into a new, empty data directory (the server must
+    /// not be running on it). The search index is rebuilt at the next start.
+    Restore {
+        /// The backup file
+        #[arg(long, value_name = "FILE")]
+        from: PathBuf,
+        /// The data directory to create; must not exist or be empty
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+    },
+    /// Read a backup file whole and check its record count and checksum.
+    VerifyBackup {
+        /// The backup file
+        file: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+struct BackupArgs {
+    /// Where to write the backup
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Base URL of the running server [default: http:// + TEMPORA_HTTP_ADDR, or 127.0.0.1:8080]
+    #[arg(long, value_name = "URL", conflicts_with = "data_dir")]
+    url: Option<String>,
+    /// Admin token, for a server in keyed mode
+    #[arg(long, env = "TEMPORA_BACKUP_KEY", value_name = "KEY", hide_env_values = true)]
+    key: Option<String>,
+    /// Back up this data directory directly instead (no server may have it open)
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -98,6 +134,27 @@ fn main() -> Result<()> {
         Command::Serve(args) => serve(args),
         Command::Reindex(args) => reindex(args),
         Command::Healthcheck { addr } => healthcheck(addr),
+        Command::Backup(args) => {
+            let made = match &args.data_dir {
+                Some(dir) => tempora::backup::offline(dir, &args.out)?,
+                None => {
+                    let url = args.url.unwrap_or_else(|| format!("http://{}", local_http_addr(None)));
+                    tempora::backup::fetch(&url, args.key.as_deref(), &args.out)?
+                }
+            };
+            println!("backup written to {}: {}", args.out.display(), tempora::backup::describe(&made));
+            Ok(())
+        }
+        Command::Restore { from, data_dir } => {
+            let s = tempora::backup::restore(&from, &data_dir)?;
+            println!("restored into {}: {}", data_dir.display(), tempora::backup::describe(&s));
+            Ok(())
+        }
+        Command::VerifyBackup { file } => {
+            let s = tempora::backup::verify(&file)?;
+            println!("{} is sound: {}", file.display(), tempora::backup::describe(&s));
+            Ok(())
+        }
     }
 }
 
@@ -161,13 +218,18 @@ fn reindex(args: ReindexArgs) -> Result<()> {
     Ok(())
 }
 
-fn healthcheck(addr: Option<String>) -> Result<()> {
-    use std::io::{Read, Write};
-    let addr = addr
-        .or_else(|| std::env::var("TEMPORA_HTTP_ADDR").ok())
+/// host:port of this machine's server: `addr`, else TEMPORA_HTTP_ADDR, else
+/// the default, with a wildcard address taken as loopback.
+fn local_http_addr(addr: Option<String>) -> String {
+    addr.or_else(|| std::env::var("TEMPORA_HTTP_ADDR").ok())
         .unwrap_or_else(|| tempora::config::DEFAULT_HTTP_ADDR.to_string())
         .replace("0.0.0.0", "127.0.0.1")
-        .replace("[::]", "[::1]");
+        .replace("[::]", "[::1]")
+}
+
+fn healthcheck(addr: Option<String>) -> Result<()> {
+    use std::io::{Read, Write};
+    let addr = local_http_addr(addr);
     let sock: std::net::SocketAddr = addr.parse()?;
     let timeout = std::time::Duration::from_secs(3);
     let mut s = std::net::TcpStream::connect_timeout(&sock, timeout)?;

@@ -5,6 +5,7 @@
 
 pub mod connectors;
 pub mod alerts;
+pub mod backup;
 pub mod console;
 pub mod digest;
 pub mod error;
@@ -68,6 +69,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/api/health", get(ops::health))
         .route("/api/stats", get(ops::stats))
+        .route("/api/admin/backup", get(backup::backup))
         .route("/api/facts", get(facts::list_facts).post(facts::assert_fact))
         .route("/api/facts/batch", post(facts::assert_batch))
         .route("/api/facts/{id}", get(facts::get_fact).delete(facts::retract_fact))

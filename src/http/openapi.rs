@@ -1683,6 +1683,27 @@ fn extension_paths(doc: &mut Value) {
     });
     with_common_errors(&mut metrics["responses"], true);
     paths.insert("/metrics".into(), json!({"get": metrics}));
+    let mut backup = json!({
+        "operationId": "getBackup",
+        "tags": ["Health"],
+        "summary": "Backup of the whole store",
+        "description": "A consistent backup of every tenant's facts, history, change log and service records, \
+            streamed as it is made (`tempora backup` is the client; `tempora restore` puts it back; see \
+            docs/operations.md). Writes wait while it is taken, reads go on. The file ends with a record count \
+            and a BLAKE3 checksum; a backup that fails midway cuts the response off, so a partial file never \
+            passes for a whole one. Open mode: anyone who reaches the server; keyed mode: admin tokens only \
+            (anyone else gets the 404 non-disclosure answer).",
+        "x-tempora-extension": true,
+        "responses": {
+            "200": {
+                "description": "The backup file.",
+                "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+            },
+        },
+    });
+    obj(&mut backup["responses"]).insert("401".into(), resp("Unauthorized"));
+    with_common_errors(&mut backup["responses"], true);
+    paths.insert("/api/admin/backup".into(), json!({"get": backup}));
     paths.insert(
         "/openapi.json".into(),
         json!({"get": public(json!({

@@ -1,0 +1,102 @@
+//! `GET /api/admin/backup`: a consistent backup of the whole store (every
+//! tenant), streamed as it is made. Admins only in keyed mode; anyone who can
+//! reach the server in open mode. The file format and what "consistent"
+//! means are in `tempora_storage::backup`; `tempora backup` is the client.
+
+use super::error::ApiError;
+use super::extract::Caller;
+use super::AppState;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use std::io::Write;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Bytes sent per body chunk.
+const CHUNK: usize = 256 << 10;
+/// Writes wait while a backup runs, so a client that stops reading must not
+/// hold them up for long: a chunk not taken within this ends the backup.
+const STALL: Duration = Duration::from_secs(30);
+
+pub async fn backup(State(st): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    if !(st.auth.is_open() || caller.is_admin()) {
+        // A tenant key learns nothing about a route it may not use.
+        return Err(ApiError::not_found());
+    }
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    let engine = std::sync::Arc::clone(st.memory.engine());
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
+        let mut out = ChannelWriter { tx: tx.clone(), buf: Vec::with_capacity(CHUNK), runtime: runtime.clone() };
+        let made = engine
+            .backup(&mut out)
+            .and_then(|s| out.flush().map_err(|e| tempora_storage::StorageError::Io(e).into()).map(|()| s));
+        match made {
+            Ok(s) => tracing::info!(
+                records = s.records,
+                bytes = s.bytes,
+                last_tx = s.last_tx,
+                secs = started.elapsed().as_secs_f64(),
+                "backup sent"
+            ),
+            Err(e) => {
+                tracing::error!(error = %e, "backup failed; the client gets a cut-off body");
+                // An error item makes the server abort the response, so the
+                // client cannot take a partial file for a whole one.
+                let _ = runtime.block_on(tx.send(Err(std::io::Error::other(e.to_string()))));
+            }
+        }
+    });
+    let name = format!("attachment; filename=\"tempora-{}.backup\"", now_secs());
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (header::CONTENT_DISPOSITION, name),
+            (header::CACHE_CONTROL, "no-store".to_string()),
+        ],
+        Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx)),
+    )
+        .into_response())
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+/// A `Write` that hands full chunks to the response body, waiting at most
+/// [`STALL`] for the client to take each.
+struct ChannelWriter {
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    buf: Vec<u8>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl ChannelWriter {
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
+        match self.runtime.block_on(tokio::time::timeout(STALL, self.tx.send(Ok(chunk)))) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(std::io::Error::other("the client went away")),
+            Err(_) => Err(std::io::Error::other("the client stopped reading")),
+        }
+    }
+}
+
+impl Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
+}
