@@ -15,10 +15,15 @@ use tempora::config::{Config, DurabilitySetting, Overrides};
 use tempora::http::AppState;
 use tempora::mcp::transport::{handle, Endpoint};
 
+/// Held by the static for the life of the process (statics are never
+/// dropped, so the temporary directory stays behind; it is small).
 struct World {
     rt: tokio::runtime::Runtime,
     endpoint: Endpoint,
     max_body: usize,
+    _indexer: tempora::search::IndexerHandle,
+    _stop: tokio::sync::watch::Sender<bool>,
+    _dir: tempfile::TempDir,
 }
 
 /// The service's state as `server::run` builds it, without listeners.
@@ -26,23 +31,20 @@ fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-        // Kept for the life of the process: the fuzzer exits without dropping statics.
-        let dir = Box::leak(Box::new(tempfile::tempdir().expect("a temp dir")));
+        let dir = tempfile::tempdir().expect("a temp dir");
         let flags = Overrides {
             data_dir: Some(dir.path().to_path_buf()),
             durability: Some(DurabilitySetting::Relaxed),
             ..Overrides::default()
         };
         let cfg = Config::load(None, &|_| None, flags).expect("the default configuration");
-        let endpoint = rt.block_on(async {
+        let (endpoint, indexer, stop_tx) = rt.block_on(async {
             let engine = tempora::server::open_engine(&cfg).expect("the engine opens");
             let memory = tempora::memory::Memory::new(engine);
             let sse = Arc::new(AtomicUsize::new(0));
             let metrics = Arc::new(tempora::metrics::Metrics::new(Arc::clone(&sse)));
             let (search, indexer) = tempora::search::Search::start(&cfg.data_dir, &memory, None).expect("search");
-            std::mem::forget(indexer);
             let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-            std::mem::forget(stop_tx);
             let state = AppState {
                 agents: tempora::agents::Registry::builtin_only(),
                 memory_llm: None,
@@ -63,9 +65,9 @@ fn world() -> &'static World {
                 mcp_allowed_origins: Arc::new(Vec::new()),
                 monitor: tempora::monitor::Monitor::new(cfg.monitor.clone()),
             };
-            Endpoint::new(state)
+            (Endpoint::new(state), indexer, stop_tx)
         });
-        World { rt, endpoint, max_body: cfg.limits.max_body_bytes }
+        World { rt, endpoint, max_body: cfg.limits.max_body_bytes, _indexer: indexer, _stop: stop_tx, _dir: dir }
     })
 }
 
