@@ -11,6 +11,10 @@ use super::store::{self, Artifact, Facts};
 use crate::http::AppState;
 use crate::memory::blocking;
 use axum::body::{Body, Bytes};
+use axum::extract::multipart::{MultipartError, MultipartRejection};
+use axum::extract::{FromRequest, Multipart, Request};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderValue, StatusCode};
 use serde_json::json;
 
 /// Bytes per stored chunk.
@@ -164,6 +168,76 @@ impl Chunker {
     }
 }
 
+/// An upload's multipart body, read: the `file` field and the relative path.
+#[derive(Debug)]
+pub struct Upload {
+    pub file_name: String,
+    pub chunks: Vec<Bytes>,
+    pub relative_path: Option<String>,
+}
+
+/// The answer to a body that is not `multipart/form-data` with a boundary.
+pub fn multipart_rejected(e: MultipartRejection) -> ApError {
+    ApError::unprocessable(format!("expected a multipart/form-data body: {e}"))
+}
+
+/// Reads the multipart body of an upload: the `file` field (its name
+/// checked, its bytes chunked, at most `max` of them) and an optional
+/// `relative_path` field, which wins over `relative_path` (from the query).
+pub async fn read_upload(
+    mut multipart: Multipart,
+    mut relative_path: Option<String>,
+    max: usize,
+) -> Result<Upload, ApError> {
+    let read_error = |e: MultipartError| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApError::too_large(format!("the upload is larger than the configured limit ({max} bytes)"))
+        } else {
+            ApError::unprocessable(format!("cannot read the multipart body: {e}"))
+        }
+    };
+    let mut file: Option<(String, Vec<Bytes>)> = None;
+    while let Some(mut field) = multipart.next_field().await.map_err(read_error)? {
+        match field.name() {
+            Some("file") => {
+                let name = field.file_name().unwrap_or("file").to_string();
+                let name = check_file_name(&name)?;
+                let mut chunker = Chunker::default();
+                while let Some(piece) = field.chunk().await.map_err(read_error)? {
+                    chunker.push(&piece);
+                    if chunker.size > max {
+                        return Err(ApError::too_large(format!("the artifact is larger than {max} bytes")));
+                    }
+                }
+                file = Some((name, chunker.finish()));
+            }
+            Some("relative_path") => {
+                relative_path = Some(field.text().await.map_err(read_error)?);
+            }
+            _ => {}
+        }
+    }
+    let Some((file_name, chunks)) = file else {
+        return Err(ApError::unprocessable("the multipart body has no `file` field"));
+    };
+    let relative_path = match relative_path {
+        Some(p) => check_relative_path(&p)?,
+        None => None,
+    };
+    Ok(Upload { file_name, chunks, relative_path })
+}
+
+/// [`read_upload`] of a body and its `Content-Type`, extracted as the
+/// upload handler's `Multipart` is (for tests and the fuzz target).
+pub async fn parse_upload(content_type: &[u8], body: Bytes, max: usize) -> Result<Upload, ApError> {
+    let ctype = HeaderValue::from_bytes(content_type)
+        .map_err(|_| ApError::unprocessable("the Content-Type header is not a valid header value"))?;
+    let mut req = Request::new(Body::from(body));
+    req.headers_mut().insert(CONTENT_TYPE, ctype);
+    let multipart = Multipart::from_request(req, &()).await.map_err(multipart_rejected)?;
+    read_upload(multipart, None, max).await
+}
+
 /// The artifact's bytes as a streamed body, read chunk by chunk.
 pub fn download(st: &AppState, tenant: &str, a: &Artifact) -> Body {
     let engine = st.memory.engine().clone();
@@ -235,6 +309,18 @@ mod tests {
         let chunks = c.finish();
         assert_eq!(chunks.iter().map(Bytes::len).collect::<Vec<_>>(), [CHUNK, CHUNK, 10]);
         assert_eq!(chunks.concat(), data);
+    }
+
+    #[tokio::test]
+    async fn an_upload_body_is_read_like_the_handler_reads_it() {
+        let body = "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"dir/a.txt\"\r\n\r\nhello\r\n\
+                    --b\r\nContent-Disposition: form-data; name=\"relative_path\"\r\n\r\nout/\r\n--b--\r\n";
+        let up = parse_upload(b"multipart/form-data; boundary=b", Bytes::from(body), 100).await.unwrap();
+        assert_eq!((up.file_name.as_str(), up.relative_path.as_deref()), ("a.txt", Some("out/")));
+        assert_eq!(up.chunks.concat(), b"hello");
+        let small = parse_upload(b"multipart/form-data; boundary=b", Bytes::from(body), 4).await.unwrap_err();
+        assert_eq!(small.status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(parse_upload(b"text/plain", Bytes::from(body), 100).await.is_err());
     }
 
     #[test]

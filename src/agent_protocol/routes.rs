@@ -2,7 +2,7 @@
 //! differ (no body, GETs with bodies, `page`/`pageSize`), answers always
 //! carrying every field the protocol names.
 
-use super::artifacts::{self, Chunker};
+use super::artifacts;
 use super::error::ApError;
 use super::step::{self, StepRequest};
 use super::store::{self, Facts, Page, Reader};
@@ -276,51 +276,16 @@ pub async fn upload_artifact(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Json<Value>, ApError> {
     Reader::new(&st, &tenant).task(&task_id).await?;
-    let mut multipart =
-        multipart.map_err(|e| ApError::unprocessable(format!("expected a multipart/form-data body: {e}")))?;
-    let mut relative_path = q
+    let multipart = multipart.map_err(artifacts::multipart_rejected)?;
+    let relative_path = q
         .as_deref()
         .unwrap_or("")
         .split('&')
         .filter_map(|kv| kv.split_once('='))
         .find(|(k, _)| *k == "relative_path")
         .map(|(_, v)| crate::http::extract::percent_decode(v));
-    let mut file: Option<(String, Vec<Bytes>)> = None;
-    let max = artifacts::max_bytes(&st);
-    let read_error = |e: axum::extract::multipart::MultipartError| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApError::too_large(format!("the upload is larger than the configured limit ({max} bytes)"))
-        } else {
-            ApError::unprocessable(format!("cannot read the multipart body: {e}"))
-        }
-    };
-    while let Some(mut field) = multipart.next_field().await.map_err(read_error)? {
-        match field.name() {
-            Some("file") => {
-                let name = field.file_name().unwrap_or("file").to_string();
-                let name = artifacts::check_file_name(&name)?;
-                let mut chunker = Chunker::default();
-                while let Some(piece) = field.chunk().await.map_err(read_error)? {
-                    chunker.push(&piece);
-                    if chunker.size > max {
-                        return Err(ApError::too_large(format!("the artifact is larger than {max} bytes")));
-                    }
-                }
-                file = Some((name, chunker.finish()));
-            }
-            Some("relative_path") => {
-                relative_path = Some(field.text().await.map_err(read_error)?);
-            }
-            _ => {}
-        }
-    }
-    let Some((file_name, chunks)) = file else {
-        return Err(ApError::unprocessable("the multipart body has no `file` field"));
-    };
-    let relative_path = match relative_path {
-        Some(p) => artifacts::check_relative_path(&p)?,
-        None => None,
-    };
+    let upload = artifacts::read_upload(multipart, relative_path, artifacts::max_bytes(&st)).await?;
+    let artifacts::Upload { file_name, chunks, relative_path } = upload;
     let a = artifacts::create(&st, &tenant, &task_id, None, file_name, relative_path, chunks).await?;
     Ok(Json(a.json()))
 }

@@ -60,11 +60,15 @@ pub mod meta {
     }
     /// The tenant id in a `threshold`, `stats` or `source_stats` key.
     pub fn tenant_of(key: &[u8]) -> Result<TenantId, StorageError> {
-        let mut r = KeyReader::new(&key[1..]);
+        let mut r = KeyReader::new(after_tag(key)?);
         r.u32().map_err(corrupt)
     }
     pub fn tenant_name_of(key: &[u8]) -> Result<String, StorageError> {
-        KeyReader::new(&key[1..]).string().map_err(corrupt)
+        KeyReader::new(after_tag(key)?).string().map_err(corrupt)
+    }
+    /// The key after its one-byte tag; an empty key is corrupt, not a panic.
+    fn after_tag(key: &[u8]) -> Result<&[u8], StorageError> {
+        key.get(1..).ok_or_else(|| StorageError::Corrupt("empty meta key".into()))
     }
 }
 
@@ -199,4 +203,17 @@ fn corrupt(e: crate::codec::KeyDecodeError) -> StorageError {
 /// The tenant id leading any tenant-scoped index key.
 pub fn tenant_of_index_key(key: &[u8]) -> Result<TenantId, StorageError> {
     KeyReader::new(key).u32().map_err(corrupt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_meta_key_is_corrupt_not_a_panic() {
+        assert!(matches!(meta::tenant_of(&[]), Err(StorageError::Corrupt(_))));
+        assert!(matches!(meta::tenant_name_of(&[]), Err(StorageError::Corrupt(_))));
+        assert_eq!(meta::tenant_of(&meta::stats(7)).unwrap(), 7);
+        assert_eq!(meta::tenant_name_of(&meta::tenant_by_name("acme")).unwrap(), "acme");
+    }
 }

@@ -45,13 +45,17 @@ pub mod backup;
 pub mod codec;
 mod engine;
 pub mod error;
-mod keys;
+// Public for the fuzz targets (fuzz/); not a stable interface.
+#[doc(hidden)]
+pub mod keys;
 pub mod kv;
 mod limits;
 mod migrate;
 pub mod model;
 mod read;
-mod record;
+// Public for the fuzz targets, like `keys`.
+#[doc(hidden)]
+pub mod record;
 pub mod space;
 mod write;
 
