@@ -90,8 +90,7 @@ impl Server {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child =
-            cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("tempora starts");
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("tempora starts");
         let stderr = child.stderr.take().expect("piped");
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -107,9 +106,7 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(30);
         let listening = |line: &str, what: &str| {
             line.split(what).nth(1).map(|rest| {
-                rest.chars()
-                    .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | ':' | '[' | ']'))
-                    .collect::<String>()
+                rest.chars().take_while(|c| c.is_ascii_digit() || matches!(c, '.' | ':' | '[' | ']')).collect::<String>()
             })
         };
         let (mut addr, mut grpc_addr, mut tcp_addr) = (None, None, None);
@@ -128,14 +125,7 @@ impl Server {
             }
         }
         let addr = addr.expect("read above");
-        Server {
-            child: Some(child),
-            base: format!("http://{addr}"),
-            grpc: grpc_addr,
-            tcp: tcp_addr,
-            data_dir: data_dir.to_path_buf(),
-            log,
-        }
+        Server { child: Some(child), base: format!("http://{addr}"), grpc: grpc_addr, tcp: tcp_addr, data_dir: data_dir.to_path_buf(), log }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -265,12 +255,7 @@ impl Resp {
     #[track_caller]
     pub fn expect_hidden(&self) {
         assert_eq!(self.status.as_u16(), 404, "expected 404 non-disclosure; body: {}", self.text);
-        assert_eq!(
-            self.json,
-            serde_json::json!({"error": {"code": "NotFound", "message": "not found"}}),
-            "{}",
-            self.text
-        );
+        assert_eq!(self.json, serde_json::json!({"error": {"code": "NotFound", "message": "not found"}}), "{}", self.text);
     }
 }
 
@@ -471,8 +456,7 @@ fn parse_block(block: &str) -> Option<Frame> {
         return comment.map(Frame::Comment);
     }
     let joined = data.join("\n");
-    let data: Value =
-        serde_json::from_str(&joined).unwrap_or_else(|e| panic!("frame data is not JSON ({e}): {joined}"));
+    let data: Value = serde_json::from_str(&joined).unwrap_or_else(|e| panic!("frame data is not JSON ({e}): {joined}"));
     Some(Frame::Event { id, data })
 }
 
