@@ -149,6 +149,12 @@ pub struct FileLimits {
     pub max_sse_subscribers: Option<usize>,
     pub max_in_flight: Option<usize>,
     pub sse_buffer: Option<usize>,
+    pub request_timeout_secs: Option<usize>,
+    pub header_read_timeout_secs: Option<usize>,
+    pub max_header_bytes: Option<usize>,
+    pub max_headers: Option<usize>,
+    pub tcp_packet_timeout_secs: Option<usize>,
+    pub tcp_idle_timeout_secs: Option<usize>,
 }
 
 /// Request and connection limits. Every one is documented in `docs/limits.md`.
@@ -163,11 +169,37 @@ pub struct Limits {
     /// Change frames buffered per subscriber; a subscriber that falls this
     /// far behind is dropped (it can resume with `Last-Event-ID`).
     pub sse_buffer: usize,
+    /// Longest a non-streaming HTTP request may take, from its headers to
+    /// the start of its answer (503 `Unavailable` beyond); streams are exempt.
+    pub request_timeout_secs: usize,
+    /// Longest a client may take to send a request's headers; it is also
+    /// how long an idle kept-alive HTTP connection is held. Slow clients
+    /// (slowloris) are disconnected after it.
+    pub header_read_timeout_secs: usize,
+    /// Largest request head (request line and headers), in bytes (431 beyond).
+    pub max_header_bytes: usize,
+    /// Most headers in one request (431 beyond).
+    pub max_headers: usize,
+    /// Longest a NeuroDock packet may take to arrive once its first byte has.
+    pub tcp_packet_timeout_secs: usize,
+    /// Longest a NeuroDock connection may stay silent with nothing running.
+    pub tcp_idle_timeout_secs: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_body_bytes: 1 << 20, max_sse_subscribers: 1024, max_in_flight: 4096, sse_buffer: 1024 }
+        Limits {
+            max_body_bytes: 1 << 20,
+            max_sse_subscribers: 1024,
+            max_in_flight: 4096,
+            sse_buffer: 1024,
+            request_timeout_secs: 30,
+            header_read_timeout_secs: 30,
+            max_header_bytes: 64 * 1024,
+            max_headers: 100,
+            tcp_packet_timeout_secs: 30,
+            tcp_idle_timeout_secs: 300,
+        }
     }
 }
 
@@ -279,6 +311,20 @@ impl Config {
             max_sse_subscribers: num("TEMPORA_MAX_SSE_SUBSCRIBERS", fl.max_sse_subscribers, d.max_sse_subscribers)?,
             max_in_flight: num("TEMPORA_MAX_IN_FLIGHT", fl.max_in_flight, d.max_in_flight)?,
             sse_buffer: num("TEMPORA_SSE_BUFFER", fl.sse_buffer, d.sse_buffer)?,
+            request_timeout_secs: num("TEMPORA_REQUEST_TIMEOUT_SECS", fl.request_timeout_secs, d.request_timeout_secs)?,
+            header_read_timeout_secs: num(
+                "TEMPORA_HEADER_READ_TIMEOUT_SECS",
+                fl.header_read_timeout_secs,
+                d.header_read_timeout_secs,
+            )?,
+            max_header_bytes: num("TEMPORA_MAX_HEADER_BYTES", fl.max_header_bytes, d.max_header_bytes)?,
+            max_headers: num("TEMPORA_MAX_HEADERS", fl.max_headers, d.max_headers)?,
+            tcp_packet_timeout_secs: num(
+                "TEMPORA_TCP_PACKET_TIMEOUT_SECS",
+                fl.tcp_packet_timeout_secs,
+                d.tcp_packet_timeout_secs,
+            )?,
+            tcp_idle_timeout_secs: num("TEMPORA_TCP_IDLE_TIMEOUT_SECS", fl.tcp_idle_timeout_secs, d.tcp_idle_timeout_secs)?,
         };
         let allow_private = match env("TEMPORA_OUTBOUND_ALLOW_PRIVATE") {
             Some(v) => match v.trim() {
