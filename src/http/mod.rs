@@ -171,23 +171,26 @@ async fn close_after_too_large(mut resp: Response) -> Response {
 /// applying: the change feed, MCP's server-to-client stream and NeuroSan's
 /// streamed chat turns are bounded by the client and by shutdown; an Agent
 /// Protocol step runs one agent turn, bounded by the network's
-/// `max_execution_seconds`.
+/// `max_execution_seconds`; a connector delivery is read and recorded as it
+/// streams in (up to `max_ingest_bytes`, hundreds of MB), so its length is
+/// the body's, not a stall.
 pub fn is_long_running(method: &axum::http::Method, path: &str) -> bool {
+    let post = method == axum::http::Method::POST;
     path == "/api/stream"
         || (path == "/mcp" && method == axum::http::Method::GET)
         || (path.starts_with("/api/v1/") && path.ends_with("/streaming_chat"))
-        || (method == axum::http::Method::POST && path.starts_with("/ap/v1/agent/tasks/") && path.ends_with("/steps"))
+        || (post && path.starts_with("/ap/v1/agent/tasks/") && path.ends_with("/steps"))
+        || (post && path.starts_with("/api/connectors/") && path.ends_with("/events"))
 }
 
-/// How long a request may take to produce its answer's head. Connector
-/// deliveries and pulls move up to `max_ingest_bytes` and have their own
-/// upstream timeout, so they get that on top.
+/// How long a request may take to produce its answer's head. A connector
+/// pull has its own upstream timeout, so it gets that on top.
 fn time_allowed(st: &AppState, method: &axum::http::Method, path: &str) -> Option<Duration> {
     if is_long_running(method, path) {
         return None;
     }
     let base = Duration::from_secs(st.limits.request_timeout_secs as u64);
-    if path.starts_with("/api/connectors/") {
+    if path.starts_with("/api/connectors/") && path.ends_with("/pull") {
         return Some(base + st.connectors.pull.timeout);
     }
     Some(base)
