@@ -7,7 +7,7 @@
 
 use crate::config::AuthConfig;
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
+use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 
 /// The tenant of open mode.
 pub const DEFAULT_TENANT: &str = "default";
@@ -84,15 +84,8 @@ impl Auth {
     /// `None` when the key is unknown, or is a tenant key presented on
     /// another tenant's host.
     pub fn check_key(&self, key: &str, host: Option<&str>) -> Option<Principal> {
-        let presented = hash(key);
-        let mut found: Option<&Principal> = None;
-        for entry in &self.keys {
-            // No early exit: every entry is compared.
-            if bool::from(entry.hash.ct_eq(&presented)) {
-                found = Some(&entry.principal);
-            }
-        }
-        let principal = found?.clone();
+        let (found, _) = find(&self.keys, &hash(key));
+        let principal = self.keys[found?].principal.clone();
         if let (Principal::Tenant(t), Some(pattern)) = (&principal, &self.tenant_host) {
             let want = pattern.replace("{tenant}", t).to_ascii_lowercase();
             let got = host.map(strip_port).unwrap_or_default().to_ascii_lowercase();
@@ -112,6 +105,25 @@ impl Auth {
         let key = bearer.or(cookie)?;
         self.check_key(key, host)
     }
+}
+
+/// The index of the entry whose hash is `presented`, and how many entries
+/// were compared. Every entry is compared, with no early exit and no branch
+/// on a comparison's outcome (the index is selected in constant time), so
+/// the time taken depends only on the number of keys, not on which one (if
+/// any) matched or how much of a hash did. Only the final answer, match or
+/// not, is a branch; that is what the caller is told anyway.
+fn find(entries: &[KeyEntry], presented: &[u8; 32]) -> (Option<usize>, usize) {
+    let mut index = 0u64;
+    let mut found = Choice::from(0);
+    let mut compared = 0;
+    for (i, entry) in entries.iter().enumerate() {
+        let same = entry.hash.ct_eq(presented);
+        index.conditional_assign(&(i as u64), same);
+        found |= same;
+        compared += 1;
+    }
+    (bool::from(found).then_some(index as usize), compared)
 }
 
 fn strip_port(host: &str) -> &str {
@@ -152,6 +164,26 @@ mod tests {
         assert_eq!(a.resolve(Some("adm-secret-1"), None, None), Some(Principal::Admin));
         assert_eq!(a.resolve(Some("nas-key-3"), None, None), None);
         assert_eq!(a.resolve(None, None, None), None);
+    }
+
+    #[test]
+    fn every_key_is_compared_whichever_matches() {
+        let a = keyed(None);
+        let n = a.keys.len();
+        assert_eq!(n, 4);
+        // The first, a middle, the last entry, and none: always all of them.
+        for (key, want) in
+            [("nas-key-1", Some(0)), ("nas-key-2", Some(1)), ("adm-secret-1", Some(3)), ("nobody-key", None)]
+        {
+            let (found, compared) = find(&a.keys, &hash(key));
+            assert_eq!(found, want, "{key}");
+            assert_eq!(compared, n, "{key}: compared {compared} of {n}");
+        }
+        // A hash that differs from an entry only in its last byte is no match.
+        let mut near = hash("acme-key-1");
+        near[31] ^= 1;
+        assert_eq!(find(&a.keys, &near), (None, n));
+        assert_eq!(find(&[], &hash("x")), (None, 0));
     }
 
     #[test]

@@ -150,6 +150,12 @@ pub struct FileLimits {
     pub max_in_flight: Option<usize>,
     pub sse_buffer: Option<usize>,
     pub min_free_disk_bytes: Option<u64>,
+    pub request_timeout_secs: Option<usize>,
+    pub header_read_timeout_secs: Option<usize>,
+    pub max_header_bytes: Option<usize>,
+    pub max_headers: Option<usize>,
+    pub tcp_packet_timeout_secs: Option<usize>,
+    pub tcp_idle_timeout_secs: Option<usize>,
 }
 
 /// Request and connection limits. Every one is documented in `docs/limits.md`.
@@ -168,6 +174,21 @@ pub struct Limits {
     /// (503, nothing written) below it and resume when space returns. 0
     /// refuses only on a read-only filesystem.
     pub min_free_disk_bytes: u64,
+    /// Longest a non-streaming HTTP request may take, from its headers to
+    /// the start of its answer (503 `Unavailable` beyond); streams are exempt.
+    pub request_timeout_secs: usize,
+    /// Longest a client may take to send a request's headers; it is also
+    /// how long an idle kept-alive HTTP connection is held. Slow clients
+    /// (slowloris) are disconnected after it.
+    pub header_read_timeout_secs: usize,
+    /// Largest request head (request line and headers), in bytes (431 beyond).
+    pub max_header_bytes: usize,
+    /// Most headers in one request (431 beyond).
+    pub max_headers: usize,
+    /// Longest a NeuroDock packet may take to arrive once its first byte has.
+    pub tcp_packet_timeout_secs: usize,
+    /// Longest a NeuroDock connection may stay silent with nothing running.
+    pub tcp_idle_timeout_secs: usize,
 }
 
 impl Default for Limits {
@@ -178,6 +199,12 @@ impl Default for Limits {
             max_in_flight: 4096,
             sse_buffer: 1024,
             min_free_disk_bytes: 64 << 20,
+            request_timeout_secs: 30,
+            header_read_timeout_secs: 30,
+            max_header_bytes: 64 * 1024,
+            max_headers: 100,
+            tcp_packet_timeout_secs: 30,
+            tcp_idle_timeout_secs: 300,
         }
     }
 }
@@ -296,6 +323,20 @@ impl Config {
                 })?,
                 None => fl.min_free_disk_bytes.unwrap_or(d.min_free_disk_bytes),
             },
+            request_timeout_secs: num("TEMPORA_REQUEST_TIMEOUT_SECS", fl.request_timeout_secs, d.request_timeout_secs)?,
+            header_read_timeout_secs: num(
+                "TEMPORA_HEADER_READ_TIMEOUT_SECS",
+                fl.header_read_timeout_secs,
+                d.header_read_timeout_secs,
+            )?,
+            max_header_bytes: num("TEMPORA_MAX_HEADER_BYTES", fl.max_header_bytes, d.max_header_bytes)?,
+            max_headers: num("TEMPORA_MAX_HEADERS", fl.max_headers, d.max_headers)?,
+            tcp_packet_timeout_secs: num(
+                "TEMPORA_TCP_PACKET_TIMEOUT_SECS",
+                fl.tcp_packet_timeout_secs,
+                d.tcp_packet_timeout_secs,
+            )?,
+            tcp_idle_timeout_secs: num("TEMPORA_TCP_IDLE_TIMEOUT_SECS", fl.tcp_idle_timeout_secs, d.tcp_idle_timeout_secs)?,
         };
         let allow_private = match env("TEMPORA_OUTBOUND_ALLOW_PRIVATE") {
             Some(v) => match v.trim() {

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use std::future::Future;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
+use std::time::Duration;
 use tempora_storage::{Durability, Engine, EngineConfig};
 use tokio::sync::watch;
 
@@ -149,24 +150,9 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     // Alert evaluation and scheduled reports, every [monitor] interval_secs.
     let monitor_task =
         crate::monitor::scheduler::start(state.memory.clone(), state.monitor.clone(), stop_tx.subscribe());
-    let mut stop_for_server = stop_tx.subscribe();
     let server = http.map(|listener| {
         let app = crate::http::router(state.clone());
-        // Streamed answers (chat turns, SSE) go out in several writes; with
-        // Nagle's algorithm on, a write after the first waits for the
-        // client's delayed ACK (~40 ms on a kept-alive connection).
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-            }
-        });
-        tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_for_server.wait_for(|stop| *stop).await;
-                })
-                .await
-        })
+        tokio::spawn(serve_http(listener, app, state.limits.clone(), stop_tx.subscribe()))
     });
 
     let grpc_server = grpc.map(|listener| {
@@ -187,8 +173,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     let drain_deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     if let Some(server) = server {
         match tokio::time::timeout_at(drain_deadline, server).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => tracing::error!(error = %e, "http server error"),
+            Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "http server task failed"),
             Err(_) => tracing::warn!("requests still running after 30 s; stopping anyway"),
         }
@@ -228,6 +213,83 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     tokio::task::spawn_blocking(move || closing.close()).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The HTTP listener. hyper is driven directly (not through `axum::serve`)
+/// because the defences against slow and hostile clients are settings of
+/// hyper's connection builder that `axum::serve` does not expose: a request
+/// head must arrive within `header_read_timeout_secs` (the same timer closes
+/// a kept-alive connection that sits idle, and one that never sends a
+/// byte), and it may hold at most `max_headers` headers in `max_header_bytes`
+/// (431 beyond). On `stop` the listener closes, every connection finishes
+/// its in-flight request and closes, then this returns.
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    limits: crate::config::Limits,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(limits.header_read_timeout_secs as u64))
+        .max_headers(limits.max_headers)
+        .max_header_size(limits.max_header_bytes)
+        // The read buffer must hold a whole head; hyper's floor is 8 KiB.
+        .max_buf_size(limits.max_header_bytes.max(8192) + 1024);
+    // Each connection task holds a receiver; `closed()` resolves when the
+    // last one is gone.
+    let (open_tx, open_rx) = watch::channel(());
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                // Out of file descriptors and the like: wait instead of spinning.
+                tracing::debug!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // Streamed answers (chat turns, SSE) go out in several writes; with
+        // Nagle's algorithm on, a write after the first waits for the
+        // client's delayed ACK (~40 ms on a kept-alive connection).
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let builder = builder.clone();
+        let mut stop = stop.clone();
+        let open = open_rx.clone();
+        tokio::spawn(async move {
+            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service).with_upgrades();
+            tokio::pin!(conn);
+            let stopping = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            let finished = tokio::select! {
+                r = conn.as_mut() => Some(r),
+                _ = stopping => None,
+            };
+            let result = match finished {
+                Some(r) => r,
+                None => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::trace!(error = %e, "connection ended");
+            }
+            drop(open);
+        });
+    }
+    drop(listener);
+    drop(open_rx);
+    open_tx.closed().await;
 }
 
 fn log_agents(report: &crate::agents::ReloadReport) {

@@ -758,3 +758,42 @@ async fn context_packets_carry_the_pages_that_mention_their_entities() {
     assert_eq!(then, vec![first["page"].as_str().unwrap().to_string()]);
     server.stop_ok();
 }
+
+/// The SSRF guard on the digest's model endpoints (`model`, `extract_model`,
+/// `judge_model`): with only 127.0.0.1 allowed, every other private or
+/// special address is refused as the caller's error and nothing is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn private_model_endpoints_are_refused() {
+    let fake = FakeLlm::start();
+    let (_tmp, server) = fresh(&[("TEMPORA_OUTBOUND_ALLOW", "127.0.0.1/32")]);
+    let api = Api::new(&server, None);
+    for base in [
+        fake.base_url.replace("127.0.0.1", "127.0.0.2"),
+        fake.base_url.replace("127.0.0.1", "[::1]"),
+        fake.base_url.replace("127.0.0.1", "[::ffff:127.0.0.2]"),
+        "http://169.254.169.254/latest".to_string(),
+        "http://[fd00:ec2::254]/latest".to_string(),
+        "http://10.0.0.1/v1".to_string(),
+        "http://192.168.1.1/v1".to_string(),
+        "http://0.0.0.0/v1".to_string(),
+    ] {
+        let mut refused = model(&fake, "ok");
+        refused["base_url"] = json!(base);
+        for body in [
+            json!({"content": MEMO, "model": refused}),
+            json!({"content": MEMO, "extract_model": refused}),
+            // The extractor is allowed; the judge is not.
+            json!({"content": MEMO, "extract_model": model(&fake, "ok"), "judge_model": refused}),
+        ] {
+            let r = api.post("/api/digest", &body).await;
+            r.expect_error(400, "SchemaInvalid");
+            assert!(!r.text.contains(MODEL_KEY), "{base}: {}", r.text);
+            assert!(r.json["error"]["message"].as_str().unwrap().contains("allow"), "{base}: {}", r.text);
+        }
+    }
+    assert_eq!(page_count(&api).await, 0);
+    assert!(api.list("limit=10").await.is_empty());
+    // The allowed address itself works.
+    api.post("/api/digest", &json!({"content": MEMO, "model": model(&fake, "ok")})).await.expect(200);
+    server.stop_ok();
+}

@@ -973,6 +973,20 @@ async fn ask_refuses_private_model_endpoints_by_default() {
         fake.base_url.replace("127.0.0.1", "[::1]"),
         "http://169.254.169.254/latest".to_string(),
         "http://10.0.0.1:8080/v1".to_string(),
+        // The rest of the SSRF table (docs/security.md): every private and
+        // special range, however it is spelled.
+        fake.base_url.replace("127.0.0.1", "[::ffff:127.0.0.1]"),
+        fake.base_url.replace("127.0.0.1", "2130706433"),
+        fake.base_url.replace("127.0.0.1", "0.0.0.0"),
+        fake.base_url.replace("127.0.0.1", "[::]"),
+        "http://[::ffff:169.254.169.254]/latest".to_string(),
+        "http://[fd00:ec2::254]/latest".to_string(),
+        "http://[fe80::1]/v1".to_string(),
+        "http://[fc00::1]/v1".to_string(),
+        "http://172.16.0.1/v1".to_string(),
+        "http://192.168.1.1/v1".to_string(),
+        "http://100.64.0.1/v1".to_string(),
+        "http://[64:ff9b::a9fe:a9fe]/v1".to_string(),
     ] {
         let mut cfg = model(&fake, "ok");
         cfg["base_url"] = json!(base);

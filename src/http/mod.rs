@@ -35,7 +35,7 @@ use axum::Router;
 use error::ApiError;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tower::ServiceBuilder;
 
 #[derive(Clone)]
@@ -123,6 +123,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::agent_protocol::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), deadline))
         .layer(middleware::from_fn_with_state(state.clone(), track))
         .layer(middleware::map_response(close_after_too_large))
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
@@ -166,6 +167,55 @@ async fn close_after_too_large(mut resp: Response) -> Response {
         resp.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
     }
     resp
+}
+
+/// Whether a request may rightly run for long without `request_timeout_secs`
+/// applying: the change feed, MCP's server-to-client stream and NeuroSan's
+/// streamed chat turns are bounded by the client and by shutdown; an Agent
+/// Protocol step runs one agent turn, bounded by the network's
+/// `max_execution_seconds`; a connector delivery is read and recorded as it
+/// streams in (up to `max_ingest_bytes`, hundreds of MB), so its length is
+/// the body's, not a stall; a backup streams the whole store, and ends
+/// itself if the client stops reading (`http/backup.rs`).
+pub fn is_long_running(method: &axum::http::Method, path: &str) -> bool {
+    let post = method == axum::http::Method::POST;
+    path == "/api/stream"
+        || path == "/api/admin/backup"
+        || (path == "/mcp" && method == axum::http::Method::GET)
+        || (path.starts_with("/api/v1/") && path.ends_with("/streaming_chat"))
+        || (post && path.starts_with("/ap/v1/agent/tasks/") && path.ends_with("/steps"))
+        || (post && path.starts_with("/api/connectors/") && path.ends_with("/events"))
+}
+
+/// How long a request may take to produce its answer's head. A connector
+/// pull has its own upstream timeout, so it gets that on top.
+fn time_allowed(st: &AppState, method: &axum::http::Method, path: &str) -> Option<Duration> {
+    if is_long_running(method, path) {
+        return None;
+    }
+    let base = Duration::from_secs(st.limits.request_timeout_secs as u64);
+    if path.starts_with("/api/connectors/") && path.ends_with("/pull") {
+        return Some(base + st.connectors.pull.timeout);
+    }
+    Some(base)
+}
+
+/// Answers 503 `Unavailable` when a non-streaming request runs past its
+/// time (a stalled model endpoint, a client trickling its body). Dropping
+/// the handler is safe: a write is one engine transaction, whole or not at
+/// all, and a retry with the same `Idempotency-Key` finds it if it landed.
+async fn deadline(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(limit) = time_allowed(&st, req.method(), req.uri().path()) else {
+        return next.run(req).await;
+    };
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => ApiError::unavailable(format!(
+            "the request took longer than {} s (request_timeout_secs); retry later",
+            limit.as_secs()
+        ))
+        .into_response(),
+    }
 }
 
 /// Counts and times every request by its route template (never the raw

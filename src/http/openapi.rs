@@ -135,7 +135,8 @@ fn components(doc: &mut Value) {
         "request body is larger than the configured limit (max_body_bytes)",
     );
     responses["Unavailable"] = error_response(
-        "The server is at its in-flight request limit, shutting down, or its data volume is full; retry later.",
+        "The server is at its in-flight request limit, shutting down, or its data volume is full, or the request \
+         ran past `request_timeout_secs` (default 30 s; streams are exempt); retry later.",
         "Unavailable",
         "the server is at its request limit; retry shortly",
     );

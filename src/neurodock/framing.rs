@@ -95,6 +95,12 @@ impl Decoder {
         self.buf.len()
     }
 
+    /// Whether a packet (or a malformed line being skipped) has begun and
+    /// not ended.
+    pub fn mid_packet(&self) -> bool {
+        self.skipping || self.buf.iter().any(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+    }
+
     /// The next packet or error; `None` until more bytes are needed.
     pub fn next_item(&mut self) -> Option<Item> {
         if self.skipping {

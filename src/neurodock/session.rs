@@ -19,13 +19,11 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
-/// A connection that sends nothing for this long, with no query running, is closed.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Most tools one connection may register.
 pub const MAX_TOOLS_PER_CONNECTION: usize = 64;
 /// Most tools one query may call.
@@ -152,12 +150,29 @@ pub async fn handle(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Rec
     let worker = tokio::spawn(run_queries(Arc::clone(&shared), Arc::clone(&conn), q_rx, stop.clone()));
     let mut decoder = Decoder::default();
     let mut buf = vec![0u8; 16 * 1024];
+    // A connection that sends nothing for `idle`, with no query running, is
+    // closed; so is one whose packet has begun but not ended within
+    // `packet_time`, however slowly its bytes keep coming (a trickle would
+    // otherwise hold the connection and its buffer forever).
+    let idle = Duration::from_secs(shared.st.limits.tcp_idle_timeout_secs as u64);
+    let packet_time = Duration::from_secs(shared.st.limits.tcp_packet_timeout_secs as u64);
+    let mut partial_since: Option<Instant> = None;
     'conn: loop {
+        let wait = match partial_since {
+            Some(t) => packet_time.saturating_sub(t.elapsed()).min(idle),
+            None => idle,
+        };
         let n = tokio::select! {
-            r = tokio::time::timeout(IDLE_TIMEOUT, rd.read(&mut buf)) => match r {
+            r = tokio::time::timeout(wait, rd.read(&mut buf)) => match r {
+                Err(_) if partial_since.is_some_and(|t| t.elapsed() >= packet_time) => {
+                    let why = format!("a packet did not complete within {} s", packet_time.as_secs());
+                    conn.send(&packets::error("SlowPacket", why, None)).await;
+                    break;
+                }
+                Err(_) if partial_since.is_some() => continue,
                 Err(_) if conn.busy.load(Ordering::Relaxed) => continue,
                 Err(_) => {
-                    let why = format!("no packet for {} s", IDLE_TIMEOUT.as_secs());
+                    let why = format!("no packet for {} s", idle.as_secs());
                     conn.send(&packets::error("Idle", why, None)).await;
                     break;
                 }
@@ -170,7 +185,9 @@ pub async fn handle(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Rec
             }
         };
         decoder.push(&buf[..n]);
+        let mut ended_one = false;
         while let Some(item) = decoder.next_item() {
+            ended_one = true;
             match item {
                 Item::Error { message, fatal, gzip } => {
                     conn.gzip.store(gzip, Ordering::Relaxed);
@@ -194,6 +211,11 @@ pub async fn handle(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Rec
                     }
                 }
             }
+        }
+        if !decoder.mid_packet() {
+            partial_since = None;
+        } else if ended_one || partial_since.is_none() {
+            partial_since = Some(Instant::now());
         }
     }
     shared.forget(&conn);

@@ -21,6 +21,7 @@ pub mod structs;
 
 use crate::http::AppState;
 use std::future::Future;
+use std::time::Duration;
 use tonic_health::ServingStatus;
 
 /// The generated messages (and client stubs), one module per proto package.
@@ -68,6 +69,7 @@ pub async fn serve(
         .expect("the built-in descriptor sets are valid");
 
     let max_in_flight = state.limits.max_in_flight;
+    let max_header_bytes = u32::try_from(state.limits.max_header_bytes).unwrap_or(u32::MAX);
     // Health and reflection are routed by their service names; every other
     // path (the concierge, the agents, anything unknown) goes to NeuroSan.
     let mut builder = tonic::service::Routes::builder();
@@ -78,6 +80,12 @@ pub async fn serve(
     tonic::transport::Server::builder()
         .concurrency_limit_per_connection(max_in_flight)
         .load_shed(true)
+        // The same head limit as HTTP; HTTP/2 pings find peers that vanished
+        // without closing (a dead peer would otherwise hold its streams).
+        .http2_max_header_list_size(max_header_bytes)
+        .http2_keepalive_interval(Some(Duration::from_secs(60)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .max_concurrent_streams(Some(1024))
         .serve_with_incoming_shutdown(
             routes.prepare(),
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
