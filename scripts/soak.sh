@@ -29,12 +29,16 @@ else
     echo "== building tempora and tempora-load (debug)"
     cargo build --locked --bin tempora && cargo build --locked -p tempora-load
 fi
-BIN=$target/$profile
 out=target/soak
 mkdir -p "$out"
 rm -f "$out/overload.jsonl"
 
 work=$(mktemp -d /tmp/tempora-soak.XXXXXX)
+# Private copies: a build of another checkout into a shared target
+# directory must not swap the binaries under a half-hour run.
+mkdir "$work/bin"
+cp "$target/$profile/tempora" "$target/$profile/tempora-load" "$work/bin/"
+BIN=$work/bin
 servers=()
 cleanup() {
     for pid in "${servers[@]}"; do
