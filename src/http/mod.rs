@@ -36,6 +36,7 @@ use error::ApiError;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::ServiceBuilder;
 
 #[derive(Clone)]
@@ -127,13 +128,22 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), track))
         .layer(middleware::map_response(close_after_too_large))
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        // `Router::layer` wraps every route (and every method of it) on its
+        // own, so a plain `concurrency_limit` would make one semaphore per
+        // route and admit `max_in_flight` requests per route. One shared
+        // semaphore makes it the server's limit. `load_shed` in front answers
+        // 503 at once when no permit is free, instead of queueing.
         .layer(
             ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
-                    ApiError::unavailable("the server is at its request limit; retry shortly")
+                    let mut resp = ApiError::unavailable("the server is at its request limit; retry shortly").into_response();
+                    // A place frees up as soon as any request finishes: one second is a fair first wait.
+                    resp.headers_mut()
+                        .insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+                    resp
                 }))
                 .load_shed()
-                .concurrency_limit(limits.max_in_flight),
+                .layer(GlobalConcurrencyLimitLayer::new(limits.max_in_flight)),
         )
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| ApiError::internal().into_response()))
         .with_state(state)

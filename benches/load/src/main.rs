@@ -31,9 +31,17 @@
 //!
 //!     tempora-load compare --size 100000 --out target/compare/results.jsonl
 //!     tempora-load plot --input target/compare/results.jsonl --out-dir docs/perf
+//!
+//! Two more check a server's behaviour under sustained and excessive load,
+//! each ending in PASS or FAIL (`soak.rs`, `overload.rs`):
+//!
+//!     tempora-load soak --url http://127.0.0.1:8080 --duration 30m --server-pid 1234
+//!     tempora-load overload --url http://127.0.0.1:8081 --concurrency 256 --sse-cap 8
 
 mod compare;
+mod overload;
 mod plot;
+mod soak;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
@@ -72,6 +80,12 @@ enum Command {
     Compare(compare::CompareArgs),
     /// PNG plots of `compare` results: throughput and p99 against data size.
     Plot(plot::PlotArgs),
+    /// A long run of mixed reads and writes with SSE subscribers: no errors,
+    /// nothing lost on the streams, memory flat after the warm-up.
+    Soak(soak::SoakArgs),
+    /// A flood far above the server's max_in_flight: the excess gets 503 at
+    /// once, streams beyond the cap 429.
+    Overload(overload::OverloadArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -112,6 +126,8 @@ async fn main() -> Result<()> {
     let args = match cli.command {
         Some(Command::Compare(a)) => return compare::compare(a).await,
         Some(Command::Plot(a)) => return plot::plot(a),
+        Some(Command::Soak(a)) => return soak::soak(a).await,
+        Some(Command::Overload(a)) => return overload::overload(a).await,
         None => cli.args,
     };
     let mut headers = reqwest::header::HeaderMap::new();

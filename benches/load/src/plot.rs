@@ -36,9 +36,7 @@ const TITLES: [(&str, &str); 5] = [
 type Series = BTreeMap<(String, String), BTreeMap<u64, f64>>;
 
 pub fn plot(args: PlotArgs) -> Result<()> {
-    let font = std::fs::read(&args.font).with_context(|| format!("reading the font {}", args.font.display()))?;
-    plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(font.into_boxed_slice()))
-        .map_err(|_| anyhow::anyhow!("{} is not a usable TrueType font", args.font.display()))?;
+    register_font(&args.font)?;
     let text = std::fs::read_to_string(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
     let (mut tput, mut p99) = (Series::new(), Series::new());
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -64,6 +62,13 @@ pub fn plot(args: PlotArgs) -> Result<()> {
     grid(&p, &p99, &TITLES[..4], "p99 latency, ms (lower is better)")?;
     println!("wrote {} and {}", t.display(), p.display());
     Ok(())
+}
+
+/// plotters draws text itself, with a font registered as `sans-serif`.
+pub fn register_font(path: &std::path::Path) -> Result<()> {
+    let font = std::fs::read(path).with_context(|| format!("reading the font {}", path.display()))?;
+    plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(font.into_boxed_slice()))
+        .map_err(|_| anyhow::anyhow!("{} is not a usable TrueType font", path.display()))
 }
 
 /// One panel per workload (size on a log axis, the value on a linear one from
