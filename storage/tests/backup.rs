@@ -2,33 +2,15 @@
 //! did, a backup taken under concurrent writes holds whole transactions
 //! only, and a damaged or truncated file restores nothing.
 
+mod common;
+
+use common::every_fact;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tempora_storage::backup::{restore, verify};
 use tempora_storage::*;
 
 const TENANTS: [&str; 2] = ["nas", "acme"];
-
-fn every_fact(e: &Engine, tenant: &str, as_of: Option<AsOf>) -> Vec<Fact> {
-    let mut out = Vec::new();
-    let mut cursor = None;
-    loop {
-        let q = FactQuery {
-            status: StatusFilter::Any,
-            include_retracted: true,
-            as_of,
-            limit: 1000,
-            cursor: cursor.take(),
-            ..Default::default()
-        };
-        let page = e.query(tenant, &q).unwrap();
-        out.extend(page.facts);
-        match page.next_cursor {
-            Some(c) => cursor = Some(c),
-            None => return out,
-        }
-    }
-}
 
 fn populate(e: &Engine) -> Tx {
     let mut mid = 0;

@@ -14,8 +14,8 @@ use std::path::Path;
 use std::sync::Arc;
 use tempora_storage::kv::{scan_prefix, Keyspace, OrderedKv, SledKv, WriteBatch};
 use tempora_storage::{
-    Cardinality, Durability, Engine, EngineConfig, EngineError, Fact, FactId, FactInput, FactQuery, SourceStats,
-    Status, StatusFilter, WriteOp, CURRENT_FORMAT, MAX_PAGE,
+    Cardinality, Durability, Engine, EngineConfig, EngineError, Fact, FactId, FactInput, SourceStats, Status, WriteOp,
+    CURRENT_FORMAT,
 };
 
 const T2020: i64 = 1_577_836_800_000;
@@ -56,23 +56,7 @@ fn stats(e: &Engine, source: &str) -> SourceStats {
 
 /// Every fact of the tenant at its latest status, through `query`.
 fn all_facts(e: &Engine, tenant: &str) -> Vec<Fact> {
-    let mut out = Vec::new();
-    let mut cursor = None;
-    loop {
-        let q = FactQuery {
-            status: StatusFilter::Any,
-            include_retracted: true,
-            limit: MAX_PAGE,
-            cursor,
-            ..Default::default()
-        };
-        let page = e.query(tenant, &q).unwrap();
-        out.extend(page.facts);
-        match page.next_cursor {
-            Some(c) => cursor = Some(c),
-            None => return out,
-        }
-    }
+    common::every_fact(e, tenant, None)
 }
 
 /// The per-source counts recounted from the facts themselves.

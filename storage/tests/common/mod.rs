@@ -19,3 +19,32 @@ impl Rng {
         &xs[self.below(xs.len() as u64) as usize]
     }
 }
+
+/// Every fact of `tenant`, any status, retracted ones too, optionally as of
+/// a record time, page by page through `query`.
+#[allow(dead_code)] // not every test binary reads whole tenants
+pub fn every_fact(
+    e: &tempora_storage::Engine,
+    tenant: &str,
+    as_of: Option<tempora_storage::AsOf>,
+) -> Vec<tempora_storage::Fact> {
+    use tempora_storage::{FactQuery, StatusFilter, MAX_PAGE};
+    let mut out = Vec::new();
+    let mut cursor = None;
+    loop {
+        let q = FactQuery {
+            status: StatusFilter::Any,
+            include_retracted: true,
+            as_of,
+            limit: MAX_PAGE,
+            cursor,
+            ..Default::default()
+        };
+        let page = e.query(tenant, &q).unwrap();
+        out.extend(page.facts);
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return out,
+        }
+    }
+}
