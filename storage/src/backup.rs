@@ -162,8 +162,16 @@ impl<R: Read> Hashed<R> {
 /// this leaves room and still stops a damaged length early).
 const MAX_FIELD: usize = 64 << 20;
 
+/// Every way a file can fail its checks once it has the right magic says
+/// "damaged", whichever byte was hit: a flipped bit in a length reads as a
+/// truncation, in a keyspace tag as an unknown keyspace, in a value only as a
+/// checksum mismatch.
 fn corrupt(msg: &str) -> EngineError {
-    EngineError::Storage(StorageError::Corrupt(format!("backup file: {msg}")))
+    EngineError::Storage(StorageError::Corrupt(format!("the backup file is damaged: {msg}")))
+}
+
+fn not_a_backup(msg: &str) -> EngineError {
+    EngineError::Storage(StorageError::Corrupt(format!("not a tempora backup ({msg})")))
 }
 
 /// Reads a backup from `input`, handing each record to `sink`, and checks
@@ -173,9 +181,9 @@ fn read(input: &mut dyn Read, mut sink: impl FnMut(Keyspace, Vec<u8>, Vec<u8>) -
     let mut r =
         Hashed { inner: std::io::BufReader::with_capacity(256 << 10, input), hash: blake3::Hasher::new(), bytes: 0 };
     let mut magic = [0u8; 16];
-    r.exact(&mut magic).map_err(|_| corrupt("not a tempora backup (too short)"))?;
+    r.exact(&mut magic).map_err(|_| not_a_backup("too short"))?;
     if &magic != MAGIC {
-        return Err(corrupt("not a tempora backup (wrong magic bytes)"));
+        return Err(not_a_backup("wrong magic bytes"));
     }
     let version = r.u32()?;
     if version != FILE_VERSION {
@@ -213,7 +221,7 @@ fn read(input: &mut dyn Read, mut sink: impl FnMut(Keyspace, Vec<u8>, Vec<u8>) -
         return Err(corrupt(&format!("the trailer counts {count} records, the file holds {records}")));
     }
     if stored != digest {
-        return Err(corrupt("checksum mismatch: the file is damaged"));
+        return Err(corrupt("checksum mismatch"));
     }
     let mut rest = [0u8; 1];
     if r.inner.read(&mut rest).map_err(StorageError::from)? != 0 {
