@@ -150,6 +150,7 @@ pub struct FileLimits {
     pub max_in_flight: Option<usize>,
     pub sse_buffer: Option<usize>,
     pub min_free_disk_bytes: Option<u64>,
+    pub storage_cache_bytes: Option<u64>,
     pub request_timeout_secs: Option<usize>,
     pub header_read_timeout_secs: Option<usize>,
     pub max_header_bytes: Option<usize>,
@@ -176,6 +177,11 @@ pub struct Limits {
     /// (503, nothing written) below it and resume when space returns. 0
     /// refuses only on a read-only filesystem.
     pub min_free_disk_bytes: u64,
+    /// The storage engine's page cache, in bytes of stored records. It is
+    /// the bulk of the server's memory and grows with the data until it is
+    /// full; the resident memory it costs is about twice this (records are
+    /// larger in memory than on disk). See docs/operations.md, "Memory".
+    pub storage_cache_bytes: u64,
     /// Longest a non-streaming HTTP request may take, from its headers to
     /// the start of its answer (503 `Unavailable` beyond); streams are exempt.
     pub request_timeout_secs: usize,
@@ -201,6 +207,7 @@ impl Default for Limits {
             max_in_flight: 4096,
             sse_buffer: 1024,
             min_free_disk_bytes: 64 << 20,
+            storage_cache_bytes: 512 << 20,
             request_timeout_secs: 30,
             header_read_timeout_secs: 30,
             max_header_bytes: 64 * 1024,
@@ -324,6 +331,20 @@ impl Config {
                     anyhow::anyhow!("TEMPORA_MIN_FREE_DISK_BYTES: expected a number of bytes, got {v:?}")
                 })?,
                 None => fl.min_free_disk_bytes.unwrap_or(d.min_free_disk_bytes),
+            },
+            storage_cache_bytes: {
+                let v = match env("TEMPORA_STORAGE_CACHE_BYTES") {
+                    Some(v) => v.trim().parse().map_err(|_| {
+                        anyhow::anyhow!("TEMPORA_STORAGE_CACHE_BYTES: expected a number of bytes, got {v:?}")
+                    })?,
+                    None => fl.storage_cache_bytes.unwrap_or(d.storage_cache_bytes),
+                };
+                // Below a few MiB every read misses and the engine crawls;
+                // that is never what anyone wants.
+                if v < 4 << 20 {
+                    bail!("storage_cache_bytes (TEMPORA_STORAGE_CACHE_BYTES) must be at least 4194304 (4 MiB), got {v}");
+                }
+                v
             },
             request_timeout_secs: num("TEMPORA_REQUEST_TIMEOUT_SECS", fl.request_timeout_secs, d.request_timeout_secs)?,
             header_read_timeout_secs: num(
@@ -541,6 +562,24 @@ mod tests {
         let dup = env_of(&[("TEMPORA_TENANT_KEYS", "a=same-key-1,b=same-key-1")]);
         assert!(Config::load(None, &dup, Overrides::default()).is_err());
         assert!(Config::load(None, &env_of(&[]), Overrides::default()).unwrap().auth.is_open());
+    }
+
+    #[test]
+    fn the_storage_cache_comes_from_the_file_or_the_environment_and_has_a_floor() {
+        let d = Config::load(None, &env_of(&[]), Overrides::default()).unwrap();
+        assert_eq!(d.limits.storage_cache_bytes, Limits::default().storage_cache_bytes);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(&file, "[limits]\nstorage_cache_bytes = 67108864\n").unwrap();
+        let c = Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap();
+        assert_eq!(c.limits.storage_cache_bytes, 64 << 20);
+        let env = env_of(&[("TEMPORA_STORAGE_CACHE_BYTES", "33554432")]);
+        assert_eq!(Config::load(Some(&file), &env, Overrides::default()).unwrap().limits.storage_cache_bytes, 32 << 20);
+        for bad in ["1024", "lots", "-5"] {
+            let err = Config::load(None, &env_of(&[("TEMPORA_STORAGE_CACHE_BYTES", bad)]), Overrides::default())
+                .unwrap_err();
+            assert!(format!("{err:#}").contains("TEMPORA_STORAGE_CACHE_BYTES"), "{bad}: {err:#}");
+        }
     }
 
     #[test]

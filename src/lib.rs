@@ -13,6 +13,7 @@ pub mod config;
 pub mod connectors;
 pub mod digest;
 pub mod embed;
+pub mod heap;
 pub mod http;
 pub mod json;
 pub mod llm;

@@ -19,6 +19,7 @@ pub struct Metrics {
     sync_seconds: prometheus::Gauge,
     last_tx: IntGauge,
     disk_bytes: IntGauge,
+    heap_bytes: prometheus::IntGaugeVec,
     sse_count: Arc<AtomicUsize>,
     search_lag: IntGauge,
     search_docs: prometheus::IntCounter,
@@ -56,6 +57,15 @@ impl Metrics {
         let sync_seconds = prometheus::Gauge::new("tempora_sync_seconds_total", "Time spent in syncs").unwrap();
         let last_tx = IntGauge::new("tempora_last_tx", "Last committed transaction").unwrap();
         let disk_bytes = IntGauge::new("tempora_disk_bytes", "Bytes the store occupies on disk").unwrap();
+        let heap_bytes = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "tempora_heap_bytes",
+                "The allocator's figures (jemalloc): allocated (held by the server), active, metadata, \
+                 resident (in physical memory), retained (mapped but returned to the kernel)",
+            ),
+            &["kind"],
+        )
+        .unwrap();
         let search_lag = IntGauge::new(
             "tempora_search_index_lag_tx",
             "Transactions committed but not yet in the recall index (last tx - index watermark)",
@@ -99,6 +109,7 @@ impl Metrics {
             Box::new(sync_seconds.clone()),
             Box::new(last_tx.clone()),
             Box::new(disk_bytes.clone()),
+            Box::new(heap_bytes.clone()),
             Box::new(search_lag.clone()),
             Box::new(search_docs.clone()),
         ] {
@@ -115,6 +126,7 @@ impl Metrics {
             sync_seconds,
             last_tx,
             disk_bytes,
+            heap_bytes,
             sse_count,
             search_lag,
             search_docs,
@@ -176,6 +188,17 @@ impl Metrics {
             self.embed_lag.set(last_tx.saturating_sub(self.embed_watermark.load(Ordering::Relaxed)) as i64);
         }
         self.disk_bytes.set(engine.size_on_disk().unwrap_or(0) as i64);
+        if let Some(h) = crate::heap::stats() {
+            for (kind, v) in [
+                ("allocated", h.allocated),
+                ("active", h.active),
+                ("metadata", h.metadata),
+                ("resident", h.resident),
+                ("retained", h.retained),
+            ] {
+                self.heap_bytes.with_label_values(&[kind]).set(v as i64);
+            }
+        }
         let mut buf = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding");
         String::from_utf8(buf).expect("prometheus text is UTF-8")

@@ -20,7 +20,10 @@ pub fn open_engine(cfg: &Config) -> Result<Arc<Engine>> {
         DurabilitySetting::Relaxed => Durability::Relaxed,
     };
     let engine = Engine::open(
-        EngineConfig::at(&cfg.data_dir).durability(durability).min_free_bytes(cfg.limits.min_free_disk_bytes),
+        EngineConfig::at(&cfg.data_dir)
+            .durability(durability)
+            .min_free_bytes(cfg.limits.min_free_disk_bytes)
+            .cache_bytes(cfg.limits.storage_cache_bytes),
     )
         .with_context(|| format!("cannot open data directory {}", cfg.data_dir.display()))?;
     Ok(Arc::new(engine))

@@ -326,6 +326,15 @@ async fn operational_routes() {
     assert!(m.text.contains("tempora_http_requests_total"), "{}", m.text);
     assert!(m.text.contains("route=\"/api/facts\""), "requests are labelled by route template: {}", m.text);
     assert!(!m.text.contains(f["id"].as_str().unwrap()), "a fact id leaked into metric labels");
+    // The server runs on jemalloc and reports its figures: what it holds,
+    // and what the allocator keeps resident for it (never less).
+    let heap = |kind: &str| -> f64 {
+        let prefix = format!("tempora_heap_bytes{{kind=\"{kind}\"}} ");
+        let line = m.text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix}: {}", m.text));
+        line[prefix.len()..].parse().unwrap()
+    };
+    assert!(heap("allocated") > 1e6, "a running server holds more than a megabyte");
+    assert!(heap("resident") >= heap("allocated"));
     // Prometheus text: every non-comment line is `name{labels} value`.
     for line in m.text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let value = line.rsplit(' ').next().unwrap();

@@ -54,6 +54,10 @@ impl EngineConfig {
         self.min_free_bytes = bytes;
         self
     }
+    pub fn cache_bytes(mut self, bytes: u64) -> Self {
+        self.cache_bytes = bytes;
+        self
+    }
 }
 
 /// The bitemporal fact engine. Cheap to share behind an `Arc`; every method

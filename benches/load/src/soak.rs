@@ -352,6 +352,7 @@ pub async fn soak(args: SoakArgs) -> Result<()> {
         let t = started.elapsed();
         let rss = rss_bytes(&shared, args.server_pid).await;
         let (anon, file) = rss_split(args.server_pid);
+        let heap = heap_mib(&shared).await;
         let errors: u64 = w.errors.values().sum();
         let sample = Sample {
             t: t.as_secs_f64(),
@@ -375,6 +376,8 @@ pub async fn soak(args: SoakArgs) -> Result<()> {
             "rss_mib": sample.rss_mib.map(round2),
             "rss_anon_mib": anon.map(round2),
             "rss_file_mib": file.map(round2),
+            "heap_allocated_mib": heap.get("allocated").copied().map(round2),
+            "heap_resident_mib": heap.get("resident").copied().map(round2),
             "sse_events": shared.sse_events.load(Ordering::Relaxed),
         });
         writeln!(series, "{line}")?;
@@ -860,6 +863,20 @@ async fn rss_bytes(sh: &Shared, pid: Option<u32>) -> Option<u64> {
                 .map(|v| v as u64)
         }
     }
+}
+
+/// The server's `tempora_heap_bytes` gauges (jemalloc's own figures), in
+/// MiB by kind; empty when the server does not export them.
+async fn heap_mib(sh: &Shared) -> BTreeMap<String, f64> {
+    let Ok(resp) = sh.client.get(format!("{}/metrics", sh.base)).send().await else { return BTreeMap::new() };
+    let Ok(text) = resp.text().await else { return BTreeMap::new() };
+    text.lines()
+        .filter_map(|l| l.strip_prefix("tempora_heap_bytes{kind=\""))
+        .filter_map(|l| {
+            let (kind, rest) = l.split_once("\"}")?;
+            Some((kind.to_string(), rest.trim().parse::<f64>().ok()? / (1024.0 * 1024.0)))
+        })
+        .collect()
 }
 
 /// `VmRSS` of `/proc/PID/status`, in bytes.
