@@ -321,31 +321,39 @@ impl Config {
             }
             Ok(v)
         };
+        // A byte count at least `floor`.
+        let bytes = |var: &str, file: Option<u64>, default: u64, floor: u64| -> Result<u64> {
+            let v = match env(var) {
+                Some(v) => v
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| anyhow::anyhow!("{var}: expected a number of bytes, got {v:?}"))?,
+                None => file.unwrap_or(default),
+            };
+            if v < floor {
+                bail!("{var} must be at least {floor}, got {v}");
+            }
+            Ok(v)
+        };
         let limits = Limits {
             max_body_bytes: num("TEMPORA_MAX_BODY_BYTES", fl.max_body_bytes, d.max_body_bytes)?,
             max_sse_subscribers: num("TEMPORA_MAX_SSE_SUBSCRIBERS", fl.max_sse_subscribers, d.max_sse_subscribers)?,
             max_in_flight: num("TEMPORA_MAX_IN_FLIGHT", fl.max_in_flight, d.max_in_flight)?,
             sse_buffer: num("TEMPORA_SSE_BUFFER", fl.sse_buffer, d.sse_buffer)?,
-            min_free_disk_bytes: match env("TEMPORA_MIN_FREE_DISK_BYTES") {
-                Some(v) => v.trim().parse().map_err(|_| {
-                    anyhow::anyhow!("TEMPORA_MIN_FREE_DISK_BYTES: expected a number of bytes, got {v:?}")
-                })?,
-                None => fl.min_free_disk_bytes.unwrap_or(d.min_free_disk_bytes),
-            },
-            storage_cache_bytes: {
-                let v = match env("TEMPORA_STORAGE_CACHE_BYTES") {
-                    Some(v) => v.trim().parse().map_err(|_| {
-                        anyhow::anyhow!("TEMPORA_STORAGE_CACHE_BYTES: expected a number of bytes, got {v:?}")
-                    })?,
-                    None => fl.storage_cache_bytes.unwrap_or(d.storage_cache_bytes),
-                };
-                // Below a few MiB every read misses and the engine crawls;
-                // that is never what anyone wants.
-                if v < 4 << 20 {
-                    bail!("storage_cache_bytes (TEMPORA_STORAGE_CACHE_BYTES) must be at least 4194304 (4 MiB), got {v}");
-                }
-                v
-            },
+            min_free_disk_bytes: bytes(
+                "TEMPORA_MIN_FREE_DISK_BYTES",
+                fl.min_free_disk_bytes,
+                d.min_free_disk_bytes,
+                0,
+            )?,
+            // Below a few MiB every read misses and the engine crawls; that
+            // is never what anyone wants.
+            storage_cache_bytes: bytes(
+                "TEMPORA_STORAGE_CACHE_BYTES",
+                fl.storage_cache_bytes,
+                d.storage_cache_bytes,
+                4 << 20,
+            )?,
             request_timeout_secs: num("TEMPORA_REQUEST_TIMEOUT_SECS", fl.request_timeout_secs, d.request_timeout_secs)?,
             header_read_timeout_secs: num(
                 "TEMPORA_HEADER_READ_TIMEOUT_SECS",

@@ -350,9 +350,10 @@ pub async fn soak(args: SoakArgs) -> Result<()> {
         let secs = now.duration_since(last).as_secs_f64();
         last = now;
         let t = started.elapsed();
-        let rss = rss_bytes(&shared, args.server_pid).await;
+        let metrics = metrics_text(&shared).await;
+        let rss = rss_bytes(&metrics, args.server_pid);
         let (anon, file) = rss_split(args.server_pid);
-        let heap = heap_mib(&shared).await;
+        let heap = heap_mib(&metrics);
         let errors: u64 = w.errors.values().sum();
         let sample = Sample {
             t: t.as_secs_f64(),
@@ -852,25 +853,30 @@ fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
     }
 }
 
-async fn rss_bytes(sh: &Shared, pid: Option<u32>) -> Option<u64> {
+/// The server's `/metrics` text, empty if it cannot be read.
+async fn metrics_text(sh: &Shared) -> String {
+    match sh.client.get(format!("{}/metrics", sh.base)).send().await {
+        Ok(resp) => resp.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+fn rss_bytes(metrics: &str, pid: Option<u32>) -> Option<u64> {
     match pid {
         Some(pid) => vm_rss(pid),
-        None => {
-            let text = sh.client.get(format!("{}/metrics", sh.base)).send().await.ok()?.text().await.ok()?;
-            text.lines()
-                .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .map(|v| v as u64)
-        }
+        None => metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(|v| v as u64),
     }
 }
 
 /// The server's `tempora_heap_bytes` gauges (jemalloc's own figures), in
 /// MiB by kind; empty when the server does not export them.
-async fn heap_mib(sh: &Shared) -> BTreeMap<String, f64> {
-    let Ok(resp) = sh.client.get(format!("{}/metrics", sh.base)).send().await else { return BTreeMap::new() };
-    let Ok(text) = resp.text().await else { return BTreeMap::new() };
-    text.lines()
+fn heap_mib(metrics: &str) -> BTreeMap<String, f64> {
+    metrics
+        .lines()
         .filter_map(|l| l.strip_prefix("tempora_heap_bytes{kind=\""))
         .filter_map(|l| {
             let (kind, rest) = l.split_once("\"}")?;
