@@ -166,9 +166,10 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Most concurrent `/api/stream` subscribers (429 `RateLimited` beyond).
     pub max_sse_subscribers: usize,
-    /// Most HTTP requests handled at once, over all routes; more get 503 at
-    /// once (a request holds its place until its response head is ready; a
-    /// streamed body, such as an SSE feed, does not hold it).
+    /// Most requests handled at once, over all HTTP routes and gRPC calls
+    /// together; more get 503 (gRPC `UNAVAILABLE`) at once. A request holds
+    /// its place until its response head is ready; a streamed body, such as
+    /// an SSE feed, does not hold it.
     pub max_in_flight: usize,
     /// Change frames buffered per subscriber; a subscriber that falls this
     /// far behind is dropped (it can resume with `Last-Event-ID`).

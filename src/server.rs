@@ -97,6 +97,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         metrics,
         search,
         sse_subscribers,
+        in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_in_flight)),
         shutdown: stop_rx,
         llm,
         mcp_allowed_origins: Arc::new(cfg.mcp_allowed_origins.clone()),

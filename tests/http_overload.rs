@@ -95,6 +95,51 @@ async fn requests_beyond_max_in_flight_get_503_at_once_on_every_route() {
     server.stop_ok();
 }
 
+/// `max_in_flight` is the server's limit, not one per listener: two HTTP
+/// requests that hold both places turn gRPC calls away (UNAVAILABLE, at
+/// once), and gRPC is served again once they finish.
+#[tokio::test(flavor = "multi_thread")]
+async fn http_and_grpc_share_the_request_limit() {
+    use tempora::neurosan::grpc::pb::concierge::{ConciergeRequest, ConciergeResponse};
+    const LIST: &str = "/dev.cognizant_ai.neuro_san.api.grpc.concierge.ConciergeService/List";
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start_with_grpc(&tmp.path().join("data"), &[("TEMPORA_MAX_IN_FLIGHT", "2")]);
+    let api = Api::new(&server, None);
+    let ch = common::grpc::channel(&server).await;
+    let list = || common::grpc::unary::<_, ConciergeResponse>(&ch, LIST, ConciergeRequest {}, None, None);
+    let listed = list().await.expect("List is served while places are free");
+    assert!(listed.agents.iter().any(|a| a.agent_name == "memory"), "{listed:?}");
+
+    let body = json!({"subject": "Person:slow", "predicate": "works_at", "object": "Org:acme"}).to_string();
+    let a = slow_post(&server, &body).await;
+    let b = slow_post(&server, &body).await;
+    // Once the server has read both heads, a gRPC call finds no place.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let started = Instant::now();
+        match list().await {
+            Err(s) => break (s, started.elapsed()),
+            Ok(_) => assert!(Instant::now() < deadline, "two held HTTP requests never took the gRPC places"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(refused.0.code(), tonic::Code::Unavailable, "{:?}", refused.0);
+    assert!(refused.0.message().contains("request limit"), "{:?}", refused.0);
+    // Refused, not queued behind the held requests (which never finish alone).
+    assert!(refused.1 < Duration::from_secs(5), "the refusal took {:?}", refused.1);
+
+    assert!(finish(a, &body).await.starts_with("HTTP/1.1 20"));
+    assert!(finish(b, &body).await.starts_with("HTTP/1.1 20"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Err(s) = list().await {
+        assert_eq!(s.code(), tonic::Code::Unavailable, "{s:?}");
+        assert!(Instant::now() < deadline, "gRPC still refused after the held requests finished");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    api.get("/api/health").await.expect(200);
+    server.stop_ok();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_gets_answers_admitted_or_503_and_none_hangs() {
     let (_tmp, server) = fresh(&[("TEMPORA_MAX_IN_FLIGHT", "4")]);

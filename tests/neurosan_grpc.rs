@@ -12,17 +12,15 @@
 
 mod common;
 
+use common::grpc::{self, channel, expect_code, request};
 use common::*;
 use serde_json::{json, Map, Value};
 use std::path::Path;
-use std::str::FromStr;
 use std::time::Duration;
 use tempora::neurosan::grpc::pb;
 use tempora::neurosan::grpc::structs::from_struct;
-use tonic::codegen::http::uri::PathAndQuery;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Code, Status};
-use tonic_prost::ProstCodec;
 
 const LIST: &str = "/dev.cognizant_ai.neuro_san.api.grpc.concierge.ConciergeService/List";
 const CONCIERGE: &str = "dev.cognizant_ai.neuro_san.api.grpc.concierge.ConciergeService";
@@ -50,33 +48,13 @@ fn start(agents: bool, env: &[(&str, &str)]) -> (tempfile::TempDir, Server) {
     (tmp, server)
 }
 
-async fn channel(server: &Server) -> Channel {
-    let addr = server.grpc.as_ref().expect("the gRPC listener is on");
-    Endpoint::from_shared(format!("http://{addr}")).unwrap().timeout(Duration::from_secs(60)).connect().await.unwrap()
-}
-
-fn request<T>(msg: T, key: Option<&str>, tenant: Option<&str>) -> tonic::Request<T> {
-    let mut req = tonic::Request::new(msg);
-    if let Some(k) = key {
-        req.metadata_mut().insert("authorization", format!("Bearer {k}").parse().unwrap());
-    }
-    if let Some(t) = tenant {
-        req.metadata_mut().insert("x-tempora-tenant", t.parse().unwrap());
-    }
-    req
-}
-
-/// A unary call on any path (the agent service is routed by name, so the
-/// generated clients' fixed paths cannot reach it).
+/// A unary call on any path, without a tenant header.
 async fn unary<Req, Resp>(ch: &Channel, path: &str, msg: Req, key: Option<&str>) -> Result<Resp, Status>
 where
     Req: prost::Message + Send + Sync + 'static,
     Resp: prost::Message + Default + Send + Sync + 'static,
 {
-    let mut grpc = tonic::client::Grpc::new(ch.clone());
-    grpc.ready().await.unwrap();
-    let path = PathAndQuery::from_str(path).unwrap();
-    grpc.unary(request(msg, key, None), path, ProstCodec::default()).await.map(tonic::Response::into_inner)
+    grpc::unary(ch, path, msg, key, None).await
 }
 
 async fn function(ch: &Channel, agent: &str, key: Option<&str>) -> Result<pb::agent::FunctionResponse, Status> {
@@ -100,19 +78,7 @@ async fn chat(
     key: Option<&str>,
     tenant: Option<&str>,
 ) -> Result<Vec<pb::agent::ChatResponse>, Status> {
-    let mut grpc = tonic::client::Grpc::new(ch.clone());
-    grpc.ready().await.unwrap();
-    let path = PathAndQuery::from_str(&format!("/{agent}.AgentService/StreamingChat")).unwrap();
-    let call = async {
-        let mut stream =
-            grpc.server_streaming(request(req, key, tenant), path, ProstCodec::default()).await?.into_inner();
-        let mut out = Vec::new();
-        while let Some(msg) = stream.message().await? {
-            out.push(msg);
-        }
-        Ok(out)
-    };
-    tokio::time::timeout(Duration::from_secs(60), call).await.expect("the turn ends within 60 s")
+    grpc::streaming(ch, &format!("/{agent}.AgentService/StreamingChat"), req, key, tenant).await
 }
 
 fn say(text: &str, context: Option<pb::chat::ChatContext>, filter: Option<i32>) -> pb::agent::ChatRequest {
@@ -121,14 +87,6 @@ fn say(text: &str, context: Option<pb::chat::ChatContext>, filter: Option<i32>) 
         user_message: Some(pb::chat::ChatMessage { r#type: HUMAN, text: text.into(), ..Default::default() }),
         chat_context: context,
         chat_filter: filter.map(|f| pb::agent::ChatFilter { chat_filter_type: f }),
-    }
-}
-
-#[track_caller]
-fn expect_code<T: std::fmt::Debug>(r: Result<T, Status>, code: Code) {
-    match r {
-        Err(s) => assert_eq!(s.code(), code, "{s:?}"),
-        Ok(v) => panic!("expected {code:?}, got {v:?}"),
     }
 }
 

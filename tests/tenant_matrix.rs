@@ -776,45 +776,20 @@ async fn every_route_has_a_matrix_row() {
 
 mod grpc {
     use super::*;
-    use std::str::FromStr;
+    use common::grpc::{channel, streaming};
     use tempora::neurosan::grpc::pb;
-    use tonic::codegen::http::uri::PathAndQuery;
-    use tonic::transport::{Channel, Endpoint};
+    use tonic::transport::Channel;
     use tonic::{Code, Status};
-    use tonic_prost::ProstCodec;
 
     const HUMAN: i32 = 2;
 
-    async fn channel(server: &Server) -> Channel {
-        let addr = server.grpc.as_ref().expect("the gRPC listener is on");
-        Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .timeout(Duration::from_secs(60))
-            .connect()
-            .await
-            .unwrap()
-    }
-
-    fn request<T>(msg: T, key: Option<&str>, tenant: Option<&str>) -> tonic::Request<T> {
-        let mut req = tonic::Request::new(msg);
-        if let Some(k) = key {
-            req.metadata_mut().insert("authorization", format!("Bearer {k}").parse().unwrap());
-        }
-        if let Some(t) = tenant {
-            req.metadata_mut().insert("x-tempora-tenant", t.parse().unwrap());
-        }
-        req
-    }
-
+    /// A unary call as tenant `nas`'s header says (the key decides).
     async fn unary<Req, Resp>(ch: &Channel, path: &str, msg: Req, key: Option<&str>) -> Result<Resp, Status>
     where
         Req: prost::Message + Send + Sync + 'static,
         Resp: prost::Message + Default + Send + Sync + 'static,
     {
-        let mut grpc = tonic::client::Grpc::new(ch.clone());
-        grpc.ready().await.unwrap();
-        let path = PathAndQuery::from_str(path).unwrap();
-        grpc.unary(request(msg, key, Some("nas")), path, ProstCodec::default()).await.map(tonic::Response::into_inner)
+        common::grpc::unary(ch, path, msg, key, Some("nas")).await
     }
 
     async fn chat(
@@ -830,19 +805,7 @@ mod grpc {
             chat_context: context,
             chat_filter: None,
         };
-        let mut grpc = tonic::client::Grpc::new(ch.clone());
-        grpc.ready().await.unwrap();
-        let path = PathAndQuery::from_str("/memory.AgentService/StreamingChat").unwrap();
-        let call = async {
-            let mut stream =
-                grpc.server_streaming(request(req, key, tenant), path, ProstCodec::default()).await?.into_inner();
-            let mut out = Vec::new();
-            while let Some(msg) = stream.message().await? {
-                out.push(msg);
-            }
-            Ok(out)
-        };
-        tokio::time::timeout(Duration::from_secs(60), call).await.expect("the turn ends within 60 s")
+        streaming(ch, "/memory.AgentService/StreamingChat", req, key, tenant).await
     }
 
     #[track_caller]

@@ -58,6 +58,9 @@ pub struct AppState {
     /// Connector pulls and their schedule (`/api/connectors`).
     pub connectors: Arc<crate::connectors::schedule::Runtime>,
     pub sse_subscribers: Arc<AtomicUsize>,
+    /// The places of `max_in_flight`, shared by the HTTP and gRPC listeners:
+    /// the limit is the server's, whichever way the requests come in.
+    pub in_flight: Arc<tokio::sync::Semaphore>,
     /// Flips to true when the server starts shutting down; open streams end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Alert rules, their locks and the background settings (`[monitor]`).
@@ -143,7 +146,7 @@ pub fn router(state: AppState) -> Router {
                     resp
                 }))
                 .load_shed()
-                .layer(GlobalConcurrencyLimitLayer::new(limits.max_in_flight)),
+                .layer(GlobalConcurrencyLimitLayer::with_semaphore(state.in_flight.clone())),
         )
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| ApiError::internal().into_response()))
         .with_state(state)

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod fake_llm;
+pub mod grpc;
 
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;

@@ -68,18 +68,28 @@ pub async fn serve(
         .build_v1alpha()
         .expect("the built-in descriptor sets are valid");
 
-    let max_in_flight = state.limits.max_in_flight;
+    let in_flight = state.in_flight.clone();
     let max_header_bytes = u32::try_from(state.limits.max_header_bytes).unwrap_or(u32::MAX);
     // Health and reflection are routed by their service names; every other
     // path (the concierge, the agents, anything unknown) goes to NeuroSan.
     let mut builder = tonic::service::Routes::builder();
     builder.add_service(health_service).add_service(reflection_v1).add_service(reflection_v1alpha);
-    let router = builder.routes().into_axum_router().fallback_service(routing::NeuroSan::new(state));
+    // One place of the server's `max_in_flight` per call, the same places
+    // HTTP takes; with none free the call is refused at once (UNAVAILABLE),
+    // not queued. A streamed answer gives its place back once its head is
+    // out, as over HTTP.
+    let router = builder.routes().into_axum_router().fallback_service(routing::NeuroSan::new(state)).layer(
+        tower::ServiceBuilder::new()
+            .layer(axum::error_handling::HandleErrorLayer::new(|_: tower::BoxError| async {
+                tonic::Status::unavailable("the server is at its request limit; retry shortly")
+                    .into_http::<axum::body::Body>()
+            }))
+            .load_shed()
+            .layer(tower::limit::GlobalConcurrencyLimitLayer::with_semaphore(in_flight)),
+    );
     let routes = tonic::service::Routes::from(router);
 
     tonic::transport::Server::builder()
-        .concurrency_limit_per_connection(max_in_flight)
-        .load_shed(true)
         // The same head limit as HTTP; HTTP/2 pings find peers that vanished
         // without closing (a dead peer would otherwise hold its streams).
         .http2_max_header_list_size(max_header_bytes)
