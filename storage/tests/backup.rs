@@ -7,7 +7,7 @@ mod common;
 use common::every_fact;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use tempora_storage::backup::{restore, verify};
+use tempora_storage::backup::{restore, restore_reopening_every, verify};
 use tempora_storage::*;
 
 const TENANTS: [&str; 2] = ["nas", "acme"];
@@ -52,10 +52,22 @@ fn a_restored_store_answers_every_read_as_the_original() {
     assert_eq!(made.bytes, file.len() as u64);
     assert_eq!(verify(&mut file.as_slice()).unwrap(), made);
 
-    let dst_dir = tmp.path().join("restored");
-    let restored = restore(&mut file.as_slice(), &dst_dir).unwrap();
-    assert_eq!(restored, made);
-    let dst = Engine::open(EngineConfig::at(&dst_dir)).unwrap();
+    // In one piece, and in many: the restore closes and reopens the store it
+    // fills every few MiB (every 4 KiB here) to give back sled's memory.
+    for (name, piece) in [("restored", None), ("restored-in-pieces", Some(4096))] {
+        let dst_dir = tmp.path().join(name);
+        let restored = match piece {
+            None => restore(&mut file.as_slice(), &dst_dir).unwrap(),
+            Some(bytes) => restore_reopening_every(&mut file.as_slice(), &dst_dir, bytes).unwrap(),
+        };
+        assert_eq!(restored, made);
+        assert!(piece.is_none_or(|b| file.len() > 8 * b), "{} bytes: too few pieces", file.len());
+        same_store(&src, Engine::open(EngineConfig::at(&dst_dir)).unwrap(), mid);
+    }
+}
+
+/// `dst` answers every read as `src`, and goes on from where `src` stood.
+fn same_store(src: &Engine, dst: Engine, mid: Tx) {
     assert_eq!(dst.last_tx(), src.last_tx());
     assert_eq!(dst.tenants(), src.tenants());
     for t in TENANTS {
