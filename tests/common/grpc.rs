@@ -28,6 +28,13 @@ pub fn request<T>(msg: T, key: Option<&str>, tenant: Option<&str>) -> tonic::Req
     req
 }
 
+/// A client on `ch`, ready to send, and `path` as a request path.
+async fn ready(ch: &Channel, path: &str) -> (tonic::client::Grpc<Channel>, PathAndQuery) {
+    let mut grpc = tonic::client::Grpc::new(ch.clone());
+    grpc.ready().await.unwrap();
+    (grpc, PathAndQuery::from_str(path).unwrap())
+}
+
 /// A unary call on `path`.
 pub async fn unary<Req, Resp>(
     ch: &Channel,
@@ -40,9 +47,7 @@ where
     Req: prost::Message + Send + Sync + 'static,
     Resp: prost::Message + Default + Send + Sync + 'static,
 {
-    let mut grpc = tonic::client::Grpc::new(ch.clone());
-    grpc.ready().await.unwrap();
-    let path = PathAndQuery::from_str(path).unwrap();
+    let (mut grpc, path) = ready(ch, path).await;
     grpc.unary(request(msg, key, tenant), path, ProstCodec::default()).await.map(tonic::Response::into_inner)
 }
 
@@ -58,9 +63,7 @@ where
     Req: prost::Message + Send + Sync + 'static,
     Resp: prost::Message + Default + Send + Sync + 'static,
 {
-    let mut grpc = tonic::client::Grpc::new(ch.clone());
-    grpc.ready().await.unwrap();
-    let path = PathAndQuery::from_str(path).unwrap();
+    let (mut grpc, path) = ready(ch, path).await;
     let call = async {
         let mut stream =
             grpc.server_streaming(request(msg, key, tenant), path, ProstCodec::default()).await?.into_inner();
