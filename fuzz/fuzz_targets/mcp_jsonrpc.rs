@@ -60,6 +60,7 @@ fn world() -> &'static World {
                 metrics,
                 search,
                 sse_subscribers: sse,
+                in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_in_flight)),
                 shutdown: stop_rx,
                 llm: Arc::new(tempora::llm::Client::new(cfg.outbound.clone())),
                 mcp_allowed_origins: Arc::new(Vec::new()),

@@ -181,10 +181,12 @@ impl Indexer {
         prepared.commit().context("committing the search index")?;
         self.state.reader.reload().context("reloading the search index reader")?;
         self.watermark = target;
-        self.published.send_replace(target);
+        // The gauge first: a search waiting on `published` may answer, and
+        // its caller read `/metrics`, before this thread runs another line.
         if let Some(m) = &self.metrics {
             m.watermark.store(target, Ordering::Relaxed);
         }
+        self.published.send_replace(target);
         Ok(())
     }
 
