@@ -36,10 +36,12 @@ const RESTORE_BATCH: usize = 4096;
 /// Page cache of the store while it is restored into.
 const RESTORE_CACHE: u64 = 64 << 20;
 /// Bytes of records restored before the store is synced, closed and opened
-/// again. sled keeps a copy of every node it has rewritten in memory until
-/// the store is closed, whatever its cache size: restoring a 500 MB backup
-/// (1M facts) in one go held 10 GB of memory; reopening every 4 MiB holds
-/// 430 MB and takes 99 s instead of 115 (docs/operations.md, "Cost").
+/// again. sled frees each node it replaces only once its epoch is collected,
+/// and with one thread inserting flat out the replaced copies pile up far
+/// faster than they are collected, whatever the cache size: restoring a 500
+/// MB backup (1M facts) in one go held 10 GB of memory. Closing the store
+/// frees them; reopening every 4 MiB holds 430 MB and takes 99 s instead of
+/// 115 (docs/operations.md, "Cost").
 const RESTORE_REOPEN_BYTES: usize = 4 << 20;
 
 /// What a backup holds, from its header and trailer.
@@ -276,7 +278,7 @@ pub fn restore_reopening_every(input: &mut dyn Read, dir: &Path, bytes: usize) -
         let summary = read(input, |ks, k, v| {
             since_open += k.len() + v.len();
             batch.put(ks, k, v);
-            if batch.len() >= RESTORE_BATCH {
+            if batch.len() >= RESTORE_BATCH || since_open >= bytes {
                 let store = kv.as_ref().expect("the store is open between records");
                 store.apply(std::mem::take(&mut batch))?;
                 if since_open >= bytes {

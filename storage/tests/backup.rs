@@ -62,6 +62,7 @@ fn a_restored_store_answers_every_read_as_the_original() {
         };
         assert_eq!(restored, made);
         assert!(piece.is_none_or(|b| file.len() > 8 * b), "{} bytes: too few pieces", file.len());
+        assert!(!tmp.path().join(format!(".{name}.restoring")).exists(), "the scratch directory was moved into place");
         same_store(&src, Engine::open(EngineConfig::at(&dst_dir)).unwrap(), mid);
     }
 }
