@@ -101,7 +101,7 @@ async fn requests_beyond_max_in_flight_get_503_at_once_on_every_route() {
 #[tokio::test(flavor = "multi_thread")]
 async fn http_and_grpc_share_the_request_limit() {
     use tempora::neurosan::grpc::pb::concierge::{ConciergeRequest, ConciergeResponse};
-    const LIST: &str = "/dev.cognizant_ai.neuro_san.api.grpc.concierge.ConciergeService/List";
+    use tempora::neurosan::grpc::routing::CONCIERGE_LIST as LIST;
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start_with_grpc(&tmp.path().join("data"), &[("TEMPORA_MAX_IN_FLIGHT", "2")]);
     let api = Api::new(&server, None);

@@ -67,6 +67,9 @@ pub struct AppState {
     pub monitor: crate::monitor::Monitor,
 }
 
+/// Why a request beyond `max_in_flight` is turned away, over HTTP and gRPC.
+pub const AT_REQUEST_LIMIT: &str = "the server is at its request limit; retry shortly";
+
 /// The whole HTTP application, without a socket (tests can call it directly).
 pub fn router(state: AppState) -> Router {
     let limits = state.limits.clone();
@@ -139,7 +142,7 @@ pub fn router(state: AppState) -> Router {
         .layer(
             ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
-                    let mut resp = ApiError::unavailable("the server is at its request limit; retry shortly").into_response();
+                    let mut resp = ApiError::unavailable(AT_REQUEST_LIMIT).into_response();
                     // A place frees up as soon as any request finishes: one second is a fair first wait.
                     resp.headers_mut()
                         .insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));

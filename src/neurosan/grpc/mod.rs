@@ -81,8 +81,7 @@ pub async fn serve(
     let router = builder.routes().into_axum_router().fallback_service(routing::NeuroSan::new(state)).layer(
         tower::ServiceBuilder::new()
             .layer(axum::error_handling::HandleErrorLayer::new(|_: tower::BoxError| async {
-                tonic::Status::unavailable("the server is at its request limit; retry shortly")
-                    .into_http::<axum::body::Body>()
+                tonic::Status::unavailable(crate::http::AT_REQUEST_LIMIT).into_http::<axum::body::Body>()
             }))
             .load_shed()
             .layer(tower::limit::GlobalConcurrencyLimitLayer::with_semaphore(in_flight)),
