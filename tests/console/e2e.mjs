@@ -321,6 +321,27 @@ await check('the feed badge counts changes while another view is open', async ()
   await waitMain((t) => t.includes('English'), 'the list with the second new fact');
 });
 
+await check('a live re-render keeps a filter being typed, and the focus', async () => {
+  await go('#/facts?subject=Person%3Asarah&status=active');
+  await waitMain((t) => t.includes('English'), 'the list');
+  await page.fill('#facts-filter input[name=predicate]', 'speaks');
+  await page.selectOption('#facts-filter select[name=status]', 'all');
+  await page.focus('#facts-filter input[name=predicate]');
+  const before = await page.locator('#main').getAttribute('data-rendered');
+  await assertFact(KEYED, NAS, { subject: 'Person:sarah', predicate: 'speaks', object: 'Catalan', source: 'e2e' });
+  await waitMain((t) => t.includes('Catalan'), 'the list with the new fact');
+  const after = await page.locator('#main').getAttribute('data-rendered');
+  assert(after !== before, 'the list did not re-render');
+  const typed = await page.inputValue('#facts-filter input[name=predicate]');
+  assert(typed === 'speaks', `the predicate being typed became "${typed}"`);
+  const status = await page.inputValue('#facts-filter select[name=status]');
+  assert(status === 'all', `the chosen status became "${status}"`);
+  const focused = await page.evaluate(() => document.activeElement && document.activeElement.name);
+  assert(focused === 'predicate', `the focus moved to ${focused}`);
+  await page.click('#facts-filter button[type=submit]');
+  await waitList((t) => t.includes('Catalan') && !t.includes('works_at'), 'the list filtered by the typed predicate');
+});
+
 await check('search box over /api/search', async () => {
   await go('#/search');
   await page.fill('#search-form input[name=question]', 'principal engineer');

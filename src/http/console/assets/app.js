@@ -71,9 +71,55 @@ async function render({ keepScroll = false } = {}) {
   }
   if (token !== seq) return;
   const top = main.scrollTop;
+  const refocus = keepScroll ? carryEdits(main, root) : null;
   main.replaceChildren(root);
   if (keepScroll) main.scrollTop = top;
+  if (refocus) refocus();
   main.dataset.rendered = String(token);
+}
+
+/** The field of `form` named `name`, when it is one element (not a group of radios). */
+function fieldOf(form, name) {
+  const f = form.elements.namedItem(name);
+  return f instanceof Element ? f : null;
+}
+
+/**
+ * A re-render in place (a change arrived, the slider moved) builds the view's
+ * forms afresh from the address. Fields someone has edited and not yet
+ * submitted are carried into the new forms, so a live list never resets a
+ * filter under their hands. Returns a function that puts the focus (and the
+ * caret) back where it was, to call once the new view is in the page.
+ */
+function carryEdits(from, to) {
+  for (const form of from.querySelectorAll('form[id][data-dirty]')) {
+    const fresh = to.querySelector(`form#${CSS.escape(form.id)}`);
+    if (!fresh) continue;
+    for (const f of form.elements) {
+      const twin = f.name ? fieldOf(fresh, f.name) : null;
+      if (!twin || twin.type !== f.type) continue;
+      if (f.type === 'checkbox' || f.type === 'radio') twin.checked = f.checked;
+      else if ('value' in f && f.type !== 'submit' && f.type !== 'button') twin.value = f.value;
+    }
+    fresh.dataset.dirty = '1';
+  }
+  const focused = document.activeElement;
+  if (!focused || !from.contains(focused) || !focused.form || !focused.form.id || !focused.name) return null;
+  const form = to.querySelector(`form#${CSS.escape(focused.form.id)}`);
+  const twin = form ? fieldOf(form, focused.name) : null;
+  if (!twin) return null;
+  const caret = typeof focused.selectionStart === 'number' ? [focused.selectionStart, focused.selectionEnd] : null;
+  return () => {
+    twin.focus();
+    if (caret && typeof twin.setSelectionRange === 'function') twin.setSelectionRange(...caret);
+  };
+}
+
+// A form a person has typed into: see carryEdits.
+for (const type of ['input', 'change']) {
+  main.addEventListener(type, (ev) => {
+    if (ev.target.form) ev.target.form.dataset.dirty = '1';
+  });
 }
 
 let liveTimer;
