@@ -8,16 +8,19 @@ use super::extract::Caller;
 use super::AppState;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::io::Write;
 use std::time::Duration;
+use tempora_storage::{EngineError, StorageError};
 use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
 
 /// Bytes sent per body chunk.
 const CHUNK: usize = 256 << 10;
-/// Writes wait while a backup runs, so a client that stops reading must not
-/// hold them up for long: a chunk not taken within this ends the backup.
+/// A running backup keeps the old values of what writes change ahead of it,
+/// and no other backup can start, so a client that stops reading must not
+/// hold it open for long: a chunk not taken within this ends the backup.
 const STALL: Duration = Duration::from_secs(30);
 
 pub async fn backup(State(st): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
@@ -25,15 +28,13 @@ pub async fn backup(State(st): State<AppState>, caller: Caller) -> Result<Respon
         // A tenant key learns nothing about a route it may not use.
         return Err(ApiError::not_found());
     }
-    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    let (tx, mut rx) = mpsc::channel::<Result<Bytes, EngineError>>(4);
     let engine = std::sync::Arc::clone(st.memory.engine());
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         let started = std::time::Instant::now();
         let mut out = ChannelWriter { tx: tx.clone(), buf: Vec::with_capacity(CHUNK), runtime: runtime.clone() };
-        let made = engine
-            .backup(&mut out)
-            .and_then(|s| out.flush().map_err(|e| tempora_storage::StorageError::Io(e).into()).map(|()| s));
+        let made = engine.backup(&mut out).and_then(|s| out.flush().map_err(|e| StorageError::Io(e).into()).map(|()| s));
         match made {
             Ok(s) => tracing::info!(
                 records = s.records,
@@ -43,13 +44,23 @@ pub async fn backup(State(st): State<AppState>, caller: Caller) -> Result<Respon
                 "backup sent"
             ),
             Err(e) => {
-                tracing::error!(error = %e, "backup failed; the client gets a cut-off body");
-                // An error item makes the server abort the response, so the
+                tracing::error!(error = %e, "backup failed");
+                // Before the first chunk this becomes the answer; after it,
+                // an error item makes the server abort the response, so the
                 // client cannot take a partial file for a whole one.
-                let _ = runtime.block_on(tx.send(Err(std::io::Error::other(e.to_string()))));
+                let _ = runtime.block_on(tx.send(Err(e)));
             }
         }
     });
+    // The status waits for the first chunk (the header and the first 256 KiB
+    // of records), so a backup that cannot start says why.
+    let first = match rx.recv().await {
+        Some(Ok(chunk)) => chunk,
+        Some(Err(EngineError::Conflict(m))) => return Err(ApiError::new(StatusCode::CONFLICT, "Conflict", m)),
+        Some(Err(e)) => return Err(e.into()),
+        None => return Err(ApiError::internal()),
+    };
+    let rest = tokio_stream::wrappers::ReceiverStream::new(rx);
     let name = format!("attachment; filename=\"tempora-{}.backup\"", now_secs());
     Ok((
         [
@@ -57,7 +68,7 @@ pub async fn backup(State(st): State<AppState>, caller: Caller) -> Result<Respon
             (header::CONTENT_DISPOSITION, name),
             (header::CACHE_CONTROL, "no-store".to_string()),
         ],
-        Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx)),
+        Body::from_stream(tokio_stream::once(Ok(first)).chain(rest)),
     )
         .into_response())
 }
@@ -69,7 +80,7 @@ fn now_secs() -> i64 {
 /// A `Write` that hands full chunks to the response body, waiting at most
 /// [`STALL`] for the client to take each.
 struct ChannelWriter {
-    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    tx: mpsc::Sender<Result<Bytes, EngineError>>,
     buf: Vec<u8>,
     runtime: tokio::runtime::Handle,
 }

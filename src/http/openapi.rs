@@ -1690,7 +1690,8 @@ fn extension_paths(doc: &mut Value) {
         "summary": "Backup of the whole store",
         "description": "A consistent backup of every tenant's facts, history, change log and service records, \
             streamed as it is made (`tempora backup` is the client; `tempora restore` puts it back; see \
-            docs/operations.md). Writes wait while it is taken, reads go on. The file ends with a record count \
+            docs/operations.md). It holds the store as it stood when the request arrived; reads and writes go on \
+            while it is taken, and one backup runs at a time (409 while another does). The file ends with a record count \
             and a BLAKE3 checksum; a backup that fails midway cuts the response off, so a partial file never \
             passes for a whole one. Open mode: anyone who reaches the server; keyed mode: admin tokens only \
             (anyone else gets the 404 non-disclosure answer).",
@@ -1703,6 +1704,11 @@ fn extension_paths(doc: &mut Value) {
         },
     });
     obj(&mut backup["responses"]).insert("401".into(), resp("Unauthorized"));
+    backup["responses"]["409"] = error_response(
+        "Another backup is running.",
+        "Conflict",
+        "a backup is already running; try again when it has finished",
+    );
     with_common_errors(&mut backup["responses"], true);
     paths.insert("/api/admin/backup".into(), json!({"get": backup}));
     paths.insert(

@@ -1,8 +1,10 @@
 //! Online backup and restore of a whole store.
 //!
-//! A backup is every record of every keyspace, taken while the write gate
-//! is held: the writer finishes the commit group it is applying and then
-//! waits, service-record writes wait, and reads go on. So a backup is one
+//! A backup is every record of every keyspace as the store stood at one
+//! moment: the write gate is held only while the capture opens (the writer
+//! finishes the commit group it is applying first), then writes and reads go
+//! on while the backup is written, and [`crate::kv::CapturingKv`] keeps the
+//! old values of what they change ahead of the scan. So a backup is one
 //! consistent state, at a commit-group boundary, of all tenants. The search
 //! index is not in it: a restored server rebuilds it from the change log.
 //!
@@ -21,11 +23,10 @@
 //! out, so a truncated or damaged file never leaves a half-restored store.
 
 use crate::error::{EngineError, Result, StorageError};
-use crate::kv::{Keyspace, OrderedKv, SledKv, WriteBatch};
+use crate::kv::{CapturingKv, Keyspace, OrderedKv, SledKv, WriteBatch};
 use crate::model::{Millis, Tx};
 use crate::record::{self, Clock};
 use std::io::{Read, Write};
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 16] = b"TEMPORA-BACKUP\0\0";
@@ -77,12 +78,34 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
-/// Writes a backup of `kv` to `out`. The caller holds whatever keeps writes
-/// out for the duration (the engine's write gate).
-pub(crate) fn write(kv: &dyn OrderedKv, format: u32, out: &mut dyn Write) -> Result<BackupSummary> {
-    let clock: Clock = match kv.get(Keyspace::Meta, crate::keys::meta::CLOCK)? {
-        Some(bytes) => record::decode(&bytes)?,
-        None => Clock::default(),
+/// Writes a backup of `kv` to `out`: the store as it stood when `gate`, the
+/// lock every write batch is applied under, was taken, for an instant, at
+/// the start.
+pub(crate) fn write(
+    kv: &CapturingKv,
+    gate: &parking_lot::Mutex<()>,
+    format: u32,
+    out: &mut dyn Write,
+) -> Result<BackupSummary> {
+    /// Closes the capture however the backup ends.
+    struct Open<'a>(&'a CapturingKv);
+    impl Drop for Open<'_> {
+        fn drop(&mut self) {
+            let held = self.0.close_capture();
+            tracing::debug!(held_bytes = held, "backup capture closed");
+        }
+    }
+    let (_open, clock) = {
+        let _writes_wait = gate.lock();
+        if !kv.open_capture() {
+            return Err(EngineError::Conflict("a backup is already running; try again when it has finished".into()));
+        }
+        let open = Open(kv);
+        let clock: Clock = match kv.get(Keyspace::Meta, crate::keys::meta::CLOCK)? {
+            Some(bytes) => record::decode(&bytes)?,
+            None => Clock::default(),
+        };
+        (open, clock)
     };
     let made_at = crate::write::wall_clock();
     let mut w =
@@ -96,7 +119,7 @@ pub(crate) fn write(kv: &dyn OrderedKv, format: u32, out: &mut dyn Write) -> Res
     w.write_all(&made_at.to_be_bytes()).map_err(io)?;
     let mut records = 0u64;
     for ks in Keyspace::ALL {
-        for item in kv.scan(ks, Bound::Unbounded, Bound::Unbounded, false) {
+        for item in kv.captured_scan(ks) {
             let (k, v) = item?;
             w.write_all(&[ks.index() as u8]).map_err(io)?;
             w.write_all(&(k.len() as u32).to_be_bytes()).map_err(io)?;

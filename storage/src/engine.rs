@@ -2,7 +2,7 @@
 
 use crate::error::{EngineError, Result};
 use crate::keys::TenantId;
-use crate::kv::{Keyspace, OrderedKv, SledKv};
+use crate::kv::{CapturingKv, Keyspace, OrderedKv, SledKv};
 use crate::model::*;
 use crate::read::Reader;
 use crate::space::{DiskGuard, Health};
@@ -63,7 +63,7 @@ impl EngineConfig {
 /// The bitemporal fact engine. Cheap to share behind an `Arc`; every method
 /// takes `&self` and is safe to call from any number of threads.
 pub struct Engine {
-    kv: Arc<dyn OrderedKv>,
+    kv: Arc<CapturingKv>,
     tx: Mutex<Option<Sender<Job>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     published: Arc<RwLock<Arc<Published>>>,
@@ -81,8 +81,8 @@ pub struct Engine {
     /// Latched by the first write the backend failed.
     health: Arc<Health>,
     /// Held by the writer while it applies a commit group and by every
-    /// service-record write; a backup holds it to see one consistent state
-    /// while reads go on (see `crate::backup`).
+    /// service-record write; a backup holds it for the instant it takes its
+    /// starting point, when no batch is half applied (see `crate::backup`).
     pub(crate) gate: Arc<Mutex<()>>,
 }
 
@@ -107,13 +107,14 @@ impl Engine {
     /// Like [`Engine::open`] with a custom wall clock (tests use it to step
     /// the clock backwards).
     pub fn open_with_clock(config: EngineConfig, clock: fn() -> Millis) -> Result<Engine> {
-        let (kv, location): (Arc<dyn OrderedKv>, String) = match &config.path {
+        let (backend, location): (Arc<dyn OrderedKv>, String) = match &config.path {
             Some(p) => {
                 std::fs::create_dir_all(p).map_err(crate::error::StorageError::from)?;
                 (Arc::new(SledKv::open(p, config.cache_bytes)?), p.display().to_string())
             }
             None => (Arc::new(SledKv::temporary()?), "temporary store".to_string()),
         };
+        let kv = Arc::new(CapturingKv::new(backend));
         let format_found = crate::migrate::run(kv.as_ref(), &location)?;
         let catalog = Catalog::load(kv.as_ref())?;
         let published = Arc::new(RwLock::new(Arc::new(catalog.state.clone())));
@@ -124,7 +125,7 @@ impl Engine {
         let health: Arc<Health> = Arc::default();
         let gate: Arc<Mutex<()>> = Arc::default();
         let writer = Writer {
-            kv: Arc::clone(&kv),
+            kv: Arc::clone(&kv) as Arc<dyn OrderedKv>,
             catalog,
             published: Arc::clone(&published),
             listeners: Arc::clone(&listeners),
@@ -440,12 +441,13 @@ impl Engine {
         self.health.failure()
     }
 
-    /// Writes a backup of the whole store (every tenant) to `out`; see
-    /// [`crate::backup`]. Writes wait while it runs (they are queued, not
-    /// refused); reads go on.
+    /// Writes a backup of the whole store (every tenant), as it stands when
+    /// the call begins, to `out`; see [`crate::backup`]. Writes wait only for
+    /// the instant the backup takes its starting point; reads and writes go
+    /// on while it is written. One backup runs at a time: another started
+    /// meanwhile is refused.
     pub fn backup(&self, out: &mut dyn std::io::Write) -> Result<crate::backup::BackupSummary> {
-        let _writes_wait = self.gate.lock();
-        crate::backup::write(self.kv.as_ref(), crate::migrate::CURRENT_FORMAT, out)
+        crate::backup::write(&self.kv, &self.gate, crate::migrate::CURRENT_FORMAT, out)
     }
 
     /// Applies and syncs a batch of service records, under the write gate.

@@ -1,6 +1,7 @@
 //! Backup and restore: a restored store answers every read as the original
 //! did, a backup taken under concurrent writes holds whole transactions
-//! only, and a damaged or truncated file restores nothing.
+//! only and the store as it stood when it began, and a damaged or truncated
+//! file restores nothing.
 
 mod common;
 
@@ -141,6 +142,104 @@ fn a_backup_under_concurrent_writes_holds_whole_transactions() {
         let s = e.stats("nas");
         assert_eq!((s.active + s.candidate + s.superseded + s.retracted) as usize, facts.len(), "backup {i}: stats");
     }
+}
+
+/// A backup's output that runs `pause` on every write it takes (the backup
+/// writes through a 256 KiB buffer, so every 256 KiB of the scan).
+struct Pausing<F: FnMut()> {
+    out: Vec<u8>,
+    pause: F,
+    pauses: usize,
+}
+
+impl<F: FnMut()> std::io::Write for Pausing<F> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        (self.pause)();
+        self.pauses += 1;
+        self.out.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The records of a backup file: all but the time it was made (bytes 40..48
+/// of the header) and the checksum that covers it.
+fn records_of(file: &[u8]) -> (&[u8], &[u8]) {
+    (&file[..40], &file[48..file.len() - 32])
+}
+
+#[test]
+fn writes_during_a_backup_go_on_and_are_not_in_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = Engine::open(EngineConfig::at(tmp.path().join("src"))).unwrap();
+    // Enough records that the scan is paused in every large keyspace.
+    let long = "x".repeat(300);
+    let mut ids = Vec::new();
+    for t in TENANTS {
+        for chunk in 0..20 {
+            let batch = (0..100)
+                .map(|i| FactInput::new(format!("Person:p{chunk}-{i}"), "note", format!("{long} {chunk} {i}")))
+                .collect();
+            ids.extend(src.assert_batch(t, batch).unwrap().1.into_iter().map(|a| (t, a.fact.id)));
+        }
+    }
+    let mut aux_keys: Vec<Vec<u8>> = (0..300).map(|i| format!("svc:{i:04}").into_bytes()).collect();
+    src.aux_put_many(aux_keys.iter().map(|k| (k.clone(), long.as_bytes().to_vec())).collect()).unwrap();
+
+    let mut before = Vec::new();
+    let at_start = src.backup(&mut before).unwrap();
+
+    // Every pause: supersede, retract and create facts all over the key
+    // space (behind and ahead of the scan), in both tenants and a new one,
+    // and rewrite, add and delete service records.
+    let mut rng = common::Rng(7);
+    let mut round = 0;
+    let mut refused = None;
+    let mut out = Pausing {
+        out: Vec::new(),
+        pauses: 0,
+        pause: || {
+            round += 1;
+            for _ in 0..10 {
+                let (t, id) = *rng.pick(&ids);
+                let f = src.get(t, id, None).unwrap().unwrap();
+                if f.status == Status::Active {
+                    if rng.below(2) == 0 {
+                        src.retract(t, id).unwrap();
+                    } else {
+                        src.assert(t, FactInput::new(f.subject.clone(), "note", format!("changed {round}"))).unwrap();
+                    }
+                }
+                src.assert(t, FactInput::new(format!("Person:new-{round}"), "works_at", "Org:acme")).unwrap();
+            }
+            src.assert(&format!("tenant-{round}"), FactInput::new("Person:x", "likes", "tea")).unwrap();
+            let k = rng.pick(&aux_keys).clone();
+            src.aux_put(&k, b"rewritten").unwrap();
+            src.aux_delete_many(vec![rng.pick(&aux_keys).clone()]).unwrap();
+            src.aux_put(format!("svc:new-{round}").as_bytes(), b"new").unwrap();
+            aux_keys.push(format!("svc:new-{round}").into_bytes());
+            // A second backup while this one runs is refused.
+            refused = Some(src.backup(&mut Vec::new()).map(|_| ()));
+        },
+    };
+    let during = src.backup(&mut out).unwrap();
+    let (pauses, during_file) = (out.pauses, out.out);
+    assert!(pauses >= 8, "only {pauses} pauses: the store is too small to pause the scan in every keyspace");
+    assert!(src.last_tx().0 > at_start.last_tx + 100, "the writes went on");
+    assert!(matches!(refused, Some(Err(_))), "a second backup ran at the same time: {refused:?}");
+
+    // The backup holds the store as it stood when it began, record for record.
+    assert_eq!(during.last_tx, at_start.last_tx);
+    assert_eq!(during.records, at_start.records);
+    assert!(records_of(&during_file) == records_of(&before), "the backup differs from the store at its start");
+    assert_eq!(verify(&mut during_file.as_slice()).unwrap(), during);
+
+    // And the live store has every write made meanwhile.
+    let live = src.backup(&mut Vec::new()).unwrap();
+    assert!(live.last_tx > during.last_tx);
+    assert!(src.tenants().len() > TENANTS.len() + 8, "the new tenants were written");
 }
 
 #[test]

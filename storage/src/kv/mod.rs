@@ -6,8 +6,10 @@
 //! smallest that the engine needs: point get, ordered range scan in either
 //! direction, an atomic multi-keyspace write batch, and a durability barrier.
 
+mod capture;
 mod sled_backend;
 
+pub use capture::CapturingKv;
 pub use sled_backend::SledKv;
 
 use crate::error::StorageError;

@@ -205,7 +205,8 @@ impl Writer {
             let jobs = take_group(&rx, first, self.max_group, MAX_GROUP_OPS);
             let gate = Arc::clone(&self.gate);
             let applied = {
-                let _paused_by_backup = gate.lock();
+                // A backup takes its starting point between two groups.
+                let _between_groups = gate.lock();
                 self.apply_group(jobs)
             };
             if let Some(applied) = applied {
