@@ -42,8 +42,9 @@ enum Command {
         addr: Option<String>,
     },
     /// Write a consistent backup of the whole store (every tenant) to a
-    /// file. From a running server by default (GET /api/admin/backup; writes
-    /// wait while it is taken, reads go on); with --data-dir, from a data
+    /// file. From a running server by default (GET /api/admin/backup; it
+    /// holds the store as it stood when it began while reads and writes go
+    /// on); with --data-dir, from a data
     /// directory no server has open. The file is checked before it is kept.
     Backup(BackupArgs),
     /// Restore a backup into a new, empty data directory (the server must
