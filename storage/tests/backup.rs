@@ -129,6 +129,13 @@ fn a_backup_under_concurrent_writes_holds_whole_transactions() {
         let e = Engine::open(EngineConfig::at(&dir)).unwrap();
         assert_eq!(e.last_tx().0, summary.last_tx, "the header's tx is the store's");
         let facts = every_fact(&e, "nas", None);
+        // What the writers did after the backup began is not in it: the
+        // restored store is the original as of the backup's tx.
+        assert!(
+            facts == every_fact(&src, "nas", Some(AsOf::Tx(summary.last_tx))),
+            "backup {i} differs from the original as of tx {}",
+            summary.last_tx
+        );
         let mut per_tx = std::collections::BTreeMap::<Tx, usize>::new();
         for f in facts.iter().filter(|f| f.subject.starts_with("W:")) {
             *per_tx.entry(f.created_tx).or_default() += 1;
