@@ -95,17 +95,17 @@ pub(crate) fn write(
             tracing::debug!(held_bytes = held, "backup capture closed");
         }
     }
-    let (_open, clock) = {
+    let _open;
+    let clock: Clock = {
         let _writes_wait = gate.lock();
         if !kv.open_capture() {
             return Err(EngineError::Conflict("a backup is already running; try again when it has finished".into()));
         }
-        let open = Open(kv);
-        let clock: Clock = match kv.get(Keyspace::Meta, crate::keys::meta::CLOCK)? {
+        _open = Open(kv);
+        match kv.get(Keyspace::Meta, crate::keys::meta::CLOCK)? {
             Some(bytes) => record::decode(&bytes)?,
             None => Clock::default(),
-        };
-        (open, clock)
+        }
     };
     let made_at = crate::write::wall_clock();
     let mut w =

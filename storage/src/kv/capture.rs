@@ -21,7 +21,7 @@
 use super::{Keyspace, KvIter, KvPair, OrderedKv, WriteBatch};
 use crate::error::StorageError;
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use std::collections::btree_map::{BTreeMap, Entry};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -54,8 +54,8 @@ impl Capture {
         ks < self.ks || (ks == self.ks && self.cursor.as_deref().is_some_and(|c| key <= c))
     }
 
-    fn forget(&mut self, entry: &(usize, Vec<u8>), old: &Option<Vec<u8>>) {
-        self.bytes -= entry.1.len() + old.as_ref().map_or(0, Vec::len);
+    fn forget(&mut self, key: &[u8], old: &Option<Vec<u8>>) {
+        self.bytes -= key.len() + old.as_ref().map_or(0, Vec::len);
     }
 
     /// Decides the keys of keyspace `ks` read from the store (ascending,
@@ -63,45 +63,48 @@ impl Capture {
     /// of them; appends what the backup holds to `out`.
     fn decide(&mut self, ks: usize, read: Vec<KvPair>, to_end: bool, out: &mut Vec<KvPair>) {
         debug_assert_eq!(ks, self.ks);
+        let last = read.last().map(|(k, _)| k.clone());
         for (key, value) in read {
+            if self.before.is_empty() {
+                out.push((key, value));
+                continue;
+            }
             // Saved keys before this one are keys the store no longer has.
-            self.give_back(ks, Bound::Excluded(key.clone()), out);
+            self.give_back(ks, Some(&key), out);
             let entry = (ks, key);
             match self.before.remove(&entry) {
                 Some(old) => {
-                    self.forget(&entry, &old);
+                    self.forget(&entry.1, &old);
                     if let Some(old) = old {
-                        out.push((entry.1.clone(), old));
+                        out.push((entry.1, old));
                     }
                 }
-                None => out.push((entry.1.clone(), value)),
+                None => out.push((entry.1, value)),
             }
-            self.cursor = Some(entry.1);
+        }
+        if let Some(last) = last {
+            self.cursor = Some(last);
         }
         if to_end {
-            self.give_back(ks, Bound::Unbounded, out);
+            self.give_back(ks, None, out);
             self.ks = ks + 1;
             self.cursor = None;
         }
     }
 
-    /// Moves the saved keys of `ks` after the cursor and before `until` out
-    /// of `before`; those that existed at the capture point go to `out`.
-    fn give_back(&mut self, ks: usize, until: Bound<Vec<u8>>, out: &mut Vec<KvPair>) {
-        let from = match &self.cursor {
-            Some(c) => Bound::Excluded((ks, c.clone())),
-            None => Bound::Included((ks, Vec::new())),
-        };
-        let to = match until {
-            Bound::Excluded(k) => Bound::Excluded((ks, k)),
-            _ => Bound::Excluded((ks + 1, Vec::new())),
-        };
-        let passed: Vec<(usize, Vec<u8>)> = self.before.range((from, to)).map(|(k, _)| k.clone()).collect();
-        for entry in passed {
-            let old = self.before.remove(&entry).expect("listed");
-            self.forget(&entry, &old);
+    /// Moves the saved keys of `ks` before `until` (all of them with `None`)
+    /// out of `before`; those that existed at the capture point go to `out`.
+    /// Every saved key is undecided (ahead of the cursor), and none belongs
+    /// to a keyspace before `ks`, so they are the first ones of the map.
+    fn give_back(&mut self, ks: usize, until: Option<&[u8]>, out: &mut Vec<KvPair>) {
+        while let Some(((s, k), _)) = self.before.first_key_value() {
+            if *s != ks || until.is_some_and(|u| k.as_slice() >= u) {
+                break;
+            }
+            let ((_, key), old) = self.before.pop_first().expect("just seen");
+            self.forget(&key, &old);
             if let Some(old) = old {
-                out.push((entry.1, old));
+                out.push((key, old));
             }
         }
     }
@@ -186,14 +189,15 @@ impl OrderedKv for CapturingKv {
     fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
         if let Some(c) = self.capture.lock().as_mut() {
             for (ks, key, _) in &batch.ops {
-                let i = ks.index();
-                if c.decided(i, key) || c.before.contains_key(&(i, key.clone())) {
+                if c.decided(ks.index(), key) {
                     continue;
                 }
-                let old = self.inner.get(*ks, key)?;
-                c.bytes += key.len() + old.as_ref().map_or(0, Vec::len);
-                c.peak_bytes = c.peak_bytes.max(c.bytes);
-                c.before.insert((i, key.clone()), old);
+                if let Entry::Vacant(slot) = c.before.entry((ks.index(), key.clone())) {
+                    let old = self.inner.get(*ks, key)?;
+                    c.bytes += key.len() + old.as_ref().map_or(0, Vec::len);
+                    c.peak_bytes = c.peak_bytes.max(c.bytes);
+                    slot.insert(old);
+                }
             }
         }
         self.inner.apply(batch)
