@@ -1,15 +1,87 @@
 //! [`OrderedKv`] on sled 0.34: one sled `Tree` per [`Keyspace`], atomic batches
 //! through a multi-tree sled transaction (sled seals every write of the
 //! transaction into one log batch, so recovery sees all of them or none).
+//!
+//! [`SledKv::sync`] finishes what sled's flush leaves undone. On Linux, sled
+//! 0.34's `Db::flush` writes its log buffers with `pwrite` and
+//! `sync_file_range`, which starts and waits for the data's write-back but
+//! never flushes the file's metadata (its size grows as the log grows) or the
+//! drive's write cache, and it writes large pages as separate blob files
+//! without syncing them at all. That survives the process being killed, not
+//! the machine losing power. So after the flush, [`DurableFiles`] runs
+//! `fdatasync` on the log file and `fsync` on every blob file it has not
+//! synced yet, and on the blob directory when one was added.
 
 use super::{KvIter, Keyspace, OrderedKv, WriteBatch};
 use crate::error::StorageError;
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::fs::File;
 use std::ops::Bound;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 pub struct SledKv {
     db: sled::Db,
     trees: Vec<sled::Tree>,
+    /// `None` for a temporary store, which promises nothing after a crash.
+    files: Option<Mutex<DurableFiles>>,
+}
+
+/// The files of a sled directory that [`SledKv::sync`] makes durable.
+struct DurableFiles {
+    /// sled's log and page store: `DIR/db`.
+    log: File,
+    blobs: PathBuf,
+    /// Blob files already synced (sled never rewrites one; it deletes them).
+    synced_blobs: HashSet<OsString>,
+}
+
+impl DurableFiles {
+    /// Opens the files of the sled directory `dir`, and syncs everything sled
+    /// wrote while opening (a new store's files and their directory entries).
+    fn open(dir: &Path) -> std::io::Result<Self> {
+        let log = File::options().read(true).write(true).open(dir.join("db"))?;
+        let mut files = DurableFiles { log, blobs: dir.join("blobs"), synced_blobs: HashSet::new() };
+        files.sync()?;
+        match File::open(dir.join("conf")) {
+            Ok(conf) => conf.sync_all()?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        File::open(dir)?.sync_all()?;
+        Ok(files)
+    }
+
+    /// Runs after sled's flush: everything that flush wrote is then durable.
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.log.sync_data()?;
+        let mut present = HashSet::new();
+        let mut added = false;
+        let listing = match std::fs::read_dir(&self.blobs) {
+            Ok(listing) => listing,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for entry in listing {
+            let name = entry?.file_name();
+            if !self.synced_blobs.contains(&name) {
+                match File::open(self.blobs.join(&name)) {
+                    Ok(f) => f.sync_all()?,
+                    // sled deletes blobs it no longer needs, at any time.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                }
+                added = true;
+            }
+            present.insert(name);
+        }
+        if added {
+            File::open(&self.blobs)?.sync_all()?;
+        }
+        self.synced_blobs = present;
+        Ok(())
+    }
 }
 
 impl SledKv {
@@ -32,7 +104,10 @@ impl SledKv {
                 .mode(sled::Mode::HighThroughput)
                 .open();
             match opened {
-                Ok(db) => return Self::from_db(db),
+                Ok(db) => {
+                    let files = DurableFiles::open(dir)?;
+                    return Ok(SledKv { files: Some(Mutex::new(files)), ..Self::from_db(db)? });
+                }
                 Err(sled::Error::Io(io)) if is_lock_held(&io) => {
                     if started.elapsed() >= LOCK_WAIT {
                         return Err(StorageError::Locked(dir.display().to_string()));
@@ -55,7 +130,7 @@ impl SledKv {
             .iter()
             .map(|ks| db.open_tree(ks.name()))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(SledKv { db, trees })
+        Ok(SledKv { db, trees, files: None })
     }
 
     fn tree(&self, ks: Keyspace) -> &sled::Tree {
@@ -140,6 +215,9 @@ impl OrderedKv for SledKv {
 
     fn sync(&self) -> Result<(), StorageError> {
         self.db.flush()?;
+        if let Some(files) = &self.files {
+            files.lock().unwrap_or_else(|e| e.into_inner()).sync()?;
+        }
         Ok(())
     }
 
