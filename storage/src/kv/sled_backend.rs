@@ -258,4 +258,26 @@ mod tests {
         release.join().unwrap();
         assert!(second.is_ok(), "{:?}", second.err());
     }
+
+    #[test]
+    fn each_blob_file_is_synced_once_and_forgotten_once_sled_deletes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
+        let blobs = dir.path().join("blobs");
+        let synced = || -> Vec<String> {
+            let files = kv.files.as_ref().expect("a store on disk syncs its files").lock().unwrap();
+            let mut names: Vec<String> = files.synced_blobs.iter().map(|n| n.to_string_lossy().into_owned()).collect();
+            names.sort();
+            names
+        };
+        std::fs::write(blobs.join("100"), b"a large page").unwrap();
+        std::fs::write(blobs.join("200"), b"another").unwrap();
+        kv.sync().unwrap();
+        assert_eq!(synced(), ["100", "200"]);
+        std::fs::remove_file(blobs.join("100")).unwrap();
+        std::fs::write(blobs.join("300"), b"a third").unwrap();
+        kv.sync().unwrap();
+        assert_eq!(synced(), ["200", "300"]);
+        assert!(SledKv::temporary().unwrap().files.is_none());
+    }
 }
