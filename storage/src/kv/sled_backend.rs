@@ -58,6 +58,8 @@ impl DurableFiles {
         self.log.sync_data()?;
         let mut present = HashSet::new();
         let mut added = false;
+        // sled does not say which blobs a flush wrote, so list them: one
+        // directory read per sync, almost always of a handful of names.
         let listing = match std::fs::read_dir(&self.blobs) {
             Ok(listing) => listing,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -104,10 +106,7 @@ impl SledKv {
                 .mode(sled::Mode::HighThroughput)
                 .open();
             match opened {
-                Ok(db) => {
-                    let files = DurableFiles::open(dir)?;
-                    return Ok(SledKv { files: Some(Mutex::new(files)), ..Self::from_db(db)? });
-                }
+                Ok(db) => return Self::from_db(db, Some(DurableFiles::open(dir)?)),
                 Err(sled::Error::Io(io)) if is_lock_held(&io) => {
                     if started.elapsed() >= LOCK_WAIT {
                         return Err(StorageError::Locked(dir.display().to_string()));
@@ -122,15 +121,15 @@ impl SledKv {
     /// A store that lives in memory and a temporary directory, for tests.
     pub fn temporary() -> Result<Self, StorageError> {
         let db = sled::Config::new().temporary(true).flush_every_ms(None).open()?;
-        Self::from_db(db)
+        Self::from_db(db, None)
     }
 
-    fn from_db(db: sled::Db) -> Result<Self, StorageError> {
+    fn from_db(db: sled::Db, files: Option<DurableFiles>) -> Result<Self, StorageError> {
         let trees = Keyspace::ALL
             .iter()
             .map(|ks| db.open_tree(ks.name()))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(SledKv { db, trees, files: None })
+        Ok(SledKv { db, trees, files: files.map(Mutex::new) })
     }
 
     fn tree(&self, ks: Keyspace) -> &sled::Tree {
