@@ -51,6 +51,16 @@ pub enum DurabilitySetting {
     Relaxed,
 }
 
+/// The key-value backend of a new store (docs/storage.md, "Backends"). A data
+/// directory that already holds a store opens with the backend that wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageBackendSetting {
+    #[default]
+    Redb,
+    Sled,
+}
+
 /// The file layer: every field optional, unknown keys rejected so a typo is
 /// an error rather than a silently ignored setting.
 #[derive(Debug, Default, Deserialize)]
@@ -62,6 +72,7 @@ pub struct FileConfig {
     pub tcp_addr: Option<String>,
     pub log_format: Option<LogFormat>,
     pub durability: Option<DurabilitySetting>,
+    pub storage_backend: Option<StorageBackendSetting>,
     #[serde(default)]
     pub auth: AuthConfig,
     #[serde(default)]
@@ -238,6 +249,8 @@ pub struct Config {
     pub tcp_addr: Listen,
     pub log_format: LogFormat,
     pub durability: DurabilitySetting,
+    /// The backend a new store is created with.
+    pub storage_backend: StorageBackendSetting,
     pub auth: AuthConfig,
     pub limits: Limits,
     pub outbound: crate::outbound::Policy,
@@ -298,6 +311,10 @@ impl Config {
                 Some(v) => parse_enum("TEMPORA_DURABILITY", &v)?,
                 None => file_cfg.durability.unwrap_or_default(),
             },
+        };
+        let storage_backend = match env("TEMPORA_STORAGE_BACKEND") {
+            Some(v) => parse_enum("TEMPORA_STORAGE_BACKEND", &v)?,
+            None => file_cfg.storage_backend.unwrap_or_default(),
         };
         let mut auth = file_cfg.auth;
         if let Some(v) = env("TEMPORA_ADMIN_TOKENS") {
@@ -428,6 +445,7 @@ impl Config {
             tcp_addr: Listen::parse("TCP address", &tcp)?,
             log_format,
             durability,
+            storage_backend,
         };
         if cfg.data_dir.as_os_str().is_empty() {
             bail!("data directory must not be empty");

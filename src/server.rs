@@ -1,7 +1,7 @@
 //! Starting and stopping the service.
 
 use crate::auth::Auth;
-use crate::config::{Config, DurabilitySetting, Listen};
+use crate::config::{Config, DurabilitySetting, Listen, StorageBackendSetting};
 use crate::http::AppState;
 use crate::memory::Memory;
 use crate::metrics::Metrics;
@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
-use tempora_storage::{Durability, Engine, EngineConfig};
+use tempora_storage::{Backend, Durability, Engine, EngineConfig};
 use tokio::sync::watch;
 
 /// Opens the engine the configuration names.
@@ -23,7 +23,11 @@ pub fn open_engine(cfg: &Config) -> Result<Arc<Engine>> {
         EngineConfig::at(&cfg.data_dir)
             .durability(durability)
             .min_free_bytes(cfg.limits.min_free_disk_bytes)
-            .cache_bytes(cfg.limits.storage_cache_bytes),
+            .cache_bytes(cfg.limits.storage_cache_bytes)
+            .backend(match cfg.storage_backend {
+                StorageBackendSetting::Redb => Backend::Redb,
+                StorageBackendSetting::Sled => Backend::Sled,
+            }),
     )
         .with_context(|| format!("cannot open data directory {}", cfg.data_dir.display()))?;
     Ok(Arc::new(engine))

@@ -1,7 +1,8 @@
 //! A durable write is on the drive before the server acknowledges it, not only
 //! in the kernel's page cache: with `strace` attached to the real server, every
-//! acknowledged write is preceded by an `fdatasync` of the store's log file
-//! (`DATA_DIR/db`) that completed after the previous acknowledgement.
+//! acknowledged write is preceded by an `fdatasync` of the store's file that
+//! completed after the previous acknowledgement: `DATA_DIR/tempora.redb` for a
+//! redb store (the default), `DATA_DIR/db` (sled's log) for a sled store.
 //!
 //! sled 0.34's own flush stops at `sync_file_range`, which survives the
 //! process being killed but not the machine losing power (the file's size and
@@ -22,16 +23,17 @@ use std::time::{Duration, Instant};
 /// Sequential writes checked, after the warm-up one.
 const WRITES: usize = 5;
 
-/// Where in the trace the store's log file finished an `fdatasync`, and where
-/// a `201` response was written; both as line numbers.
-fn syncs_and_acks(trace: &str) -> (Vec<usize>, Vec<usize>) {
+/// Where in the trace the store's file (its path ending in `file`) finished
+/// an `fdatasync`, and where a `201` response was written; both as line numbers.
+fn syncs_and_acks(trace: &str, file: &str) -> (Vec<usize>, Vec<usize>) {
+    let file = format!("{file}>");
     let (mut syncs, mut acks) = (Vec::new(), Vec::new());
     // With `-f` a call that blocks is split: `PID fdatasync(9</dir/db> <unfinished ...>`,
     // later `PID <... fdatasync resumed>) = 0`.
     let mut pending: HashMap<&str, bool> = HashMap::new();
     for (i, line) in trace.lines().enumerate() {
         let pid = line.split_whitespace().next().unwrap_or("");
-        let on_log = line.contains("/db>");
+        let on_log = line.contains(&file);
         if line.contains("fdatasync(") {
             if line.contains("<unfinished") {
                 pending.insert(pid, on_log);
@@ -50,8 +52,17 @@ fn syncs_and_acks(trace: &str) -> (Vec<usize>, Vec<usize>) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn every_acknowledged_write_was_fdatasynced_first() {
-    let (_dir, server) = fresh(&[]);
+async fn every_acknowledged_write_to_a_redb_store_was_fdatasynced_first() {
+    acknowledged_writes_were_fdatasynced_first("redb", "/tempora.redb").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_acknowledged_write_to_a_sled_store_was_fdatasynced_first() {
+    acknowledged_writes_were_fdatasynced_first("sled", "/db").await;
+}
+
+async fn acknowledged_writes_were_fdatasynced_first(backend: &str, file: &str) {
+    let (_dir, server) = fresh(&[("TEMPORA_STORAGE_BACKEND", backend)]);
     let api = Api::new(&server, None);
     let trace_file = tempfile::NamedTempFile::new().unwrap();
     let mut strace = Command::new("strace")
@@ -74,27 +85,27 @@ async fn every_acknowledged_write_was_fdatasynced_first() {
         api.post("/api/facts", &body).await.expect(201);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let before = syncs_and_acks(&trace()).1.len();
+    let before = syncs_and_acks(&trace(), file).1.len();
     for i in 0..WRITES {
         let body = json!({"subject": format!("Durable:{i}"), "predicate": "p", "object": i});
         api.post("/api/facts", &body).await.expect(201);
     }
     // Let the trace catch up with the last response, then detach.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while syncs_and_acks(&trace()).1.len() < before + WRITES && Instant::now() < deadline {
+    while syncs_and_acks(&trace(), file).1.len() < before + WRITES && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     unsafe { libc::kill(strace.id() as i32, libc::SIGINT) };
     strace.wait().unwrap();
 
     let trace = trace();
-    let (syncs, acks) = syncs_and_acks(&trace);
+    let (syncs, acks) = syncs_and_acks(&trace, file);
     assert_eq!(acks.len(), before + WRITES, "responses seen in the trace:\n{trace}");
     for w in before..acks.len() {
         let previous = acks[w - 1];
         assert!(
             syncs.iter().any(|s| *s > previous && *s < acks[w]),
-            "write {} was acknowledged (trace line {}) with no fdatasync of the store's log since the previous \
+            "write {} was acknowledged (trace line {}) with no fdatasync of the store's file since the previous \
              acknowledgement (line {previous}):\n{trace}",
             w - before,
             acks[w]

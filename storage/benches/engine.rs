@@ -53,7 +53,7 @@ use tempfile::TempDir;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-use tempora_storage::{AsOf, Durability, Engine, EngineConfig, FactId, FactInput, FactQuery, Tx};
+use tempora_storage::{AsOf, Backend, Durability, Engine, EngineConfig, FactId, FactInput, FactQuery, Tx};
 
 const TENANT: &str = "bench";
 const PREDICATES: [&str; 4] = ["works_at", "lives_in", "age", "email"];
@@ -186,9 +186,21 @@ fn spread<F: Fn(u64) + Sync>(threads: usize, iters: u64, op: F) -> Duration {
     })
 }
 
+/// The backend of every store the benchmarks create: the default, or the one
+/// `TEMPORA_BENCH_BACKEND` (`redb` or `sled`) names, to compare the two.
+fn bench_backend() -> Backend {
+    match std::env::var("TEMPORA_BENCH_BACKEND").as_deref() {
+        Ok("sled") => Backend::Sled,
+        Ok("redb") => Backend::Redb,
+        Ok(other) => panic!("TEMPORA_BENCH_BACKEND={other}: expected redb or sled"),
+        Err(_) => EngineConfig::default().backend,
+    }
+}
+
 fn fresh_engine(durability: Durability) -> (Arc<Engine>, TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let engine = Engine::open(EngineConfig::at(dir.path()).durability(durability)).expect("open engine");
+    let config = EngineConfig::at(dir.path()).durability(durability).backend(bench_backend());
+    let engine = Engine::open(config).expect("open engine");
     (Arc::new(engine), dir)
 }
 
@@ -902,7 +914,7 @@ fn build_preloaded(size: usize) -> Preloaded {
 /// Engine config of the preloaded stores: the default (512 MB sled cache)
 /// unless `TEMPORA_BENCH_CACHE_MB` says otherwise.
 fn preload_config(path: &std::path::Path) -> EngineConfig {
-    let mut cfg = EngineConfig::at(path);
+    let mut cfg = EngineConfig::at(path).backend(bench_backend());
     if let Some(mb) = std::env::var("TEMPORA_BENCH_CACHE_MB").ok().and_then(|v| v.parse::<u64>().ok()) {
         cfg.cache_bytes = mb << 20;
     }

@@ -1,6 +1,7 @@
 //! The storage engine's heap under a steady stream of supersessions, with no
 //! server around it: `cargo run --release -p tempora-storage --example
-//! engine_memory -- DIR CACHE_BYTES TRANSACTIONS`.
+//! engine_memory -- DIR CACHE_BYTES TRANSACTIONS [redb|sled]` (the backend
+//! of a new store; the default's when left out).
 //!
 //! Each transaction supersedes `works_at` of one of 10,000 people, and every
 //! fourth is a batch of five `lives_in` facts; objects are new every time,
@@ -8,7 +9,7 @@
 //! the heap in use (glibc's count: this example runs on the system
 //! allocator). docs/performance.md ("Soak and overload") has the figures.
 
-use tempora_storage::{Engine, EngineConfig, FactInput};
+use tempora_storage::{Backend, Engine, EngineConfig, FactInput};
 
 fn heap_mib() -> f64 {
     // SAFETY: mallinfo2 only reads the allocator's counters.
@@ -18,13 +19,18 @@ fn heap_mib() -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, dir, cache, n] = &args[..] else {
-        eprintln!("usage: engine_memory DIR CACHE_BYTES TRANSACTIONS");
-        std::process::exit(2);
+    let (dir, cache, n, backend) = match &args[..] {
+        [_, dir, cache, n] => (dir, cache, n, EngineConfig::default().backend),
+        [_, dir, cache, n, b] if b == "redb" => (dir, cache, n, Backend::Redb),
+        [_, dir, cache, n, b] if b == "sled" => (dir, cache, n, Backend::Sled),
+        _ => {
+            eprintln!("usage: engine_memory DIR CACHE_BYTES TRANSACTIONS [redb|sled]");
+            std::process::exit(2);
+        }
     };
     let cache: u64 = cache.parse().expect("CACHE_BYTES is a number");
     let n: usize = n.parse().expect("TRANSACTIONS is a number");
-    let engine = Engine::open(EngineConfig::at(dir).cache_bytes(cache)).expect("open the store");
+    let engine = Engine::open(EngineConfig::at(dir).cache_bytes(cache).backend(backend)).expect("open the store");
     let started = std::time::Instant::now();
     for i in 0..n {
         let person = i % 10_000;

@@ -23,7 +23,8 @@
 //! out, so a truncated or damaged file never leaves a half-restored store.
 
 use crate::error::{EngineError, Result, StorageError};
-use crate::kv::{CapturingKv, Keyspace, OrderedKv, SledKv, WriteBatch};
+use crate::engine::Backend;
+use crate::kv::{CapturingKv, Keyspace, OrderedKv, WriteBatch};
 use crate::model::{Millis, Tx};
 use crate::record::{self, Clock};
 use std::io::{Read, Write};
@@ -37,7 +38,8 @@ const RESTORE_BATCH: usize = 4096;
 /// Page cache of the store while it is restored into.
 const RESTORE_CACHE: u64 = 64 << 20;
 /// Bytes of records restored before the store is synced, closed and opened
-/// again. sled frees each node it replaces only once its epoch is collected,
+/// again. That bounds the memory of a restore into sled, the backend restores
+/// wrote before redb (redb needs no reopening, and it costs it nothing). sled frees each node it replaces only once its epoch is collected,
 /// and with one thread inserting flat out the replaced copies pile up far
 /// faster than they are collected, whatever the cache size: restoring a 500
 /// MB backup (1M facts) in one go held 10 GB of memory. Closing the store
@@ -266,7 +268,8 @@ pub fn verify(input: &mut dyn Read) -> Result<BackupSummary> {
     read(input, |_, _, _| Ok(()))
 }
 
-/// Restores a backup into `dir`, which must not exist or be empty. The
+/// Restores a backup into `dir`, which must not exist or be empty, as a store
+/// of the default backend (so a restore also moves a sled store to redb). The
 /// records go into a scratch directory beside it that is moved into place
 /// only once the whole file has checked out; on any error nothing is left.
 /// The next open migrates an older store format forward as usual.
@@ -295,7 +298,7 @@ pub fn restore_reopening_every(input: &mut dyn Read, dir: &Path, bytes: usize) -
         std::fs::create_dir_all(parent).map_err(StorageError::from)?;
     }
     let result = (|| {
-        let mut kv = Some(SledKv::open(&scratch, RESTORE_CACHE)?);
+        let mut kv = Some(Backend::default().open(&scratch, RESTORE_CACHE)?);
         let mut batch = WriteBatch::default();
         let mut since_open = 0usize;
         let summary = read(input, |ks, k, v| {
@@ -307,7 +310,7 @@ pub fn restore_reopening_every(input: &mut dyn Read, dir: &Path, bytes: usize) -
                 if since_open >= bytes {
                     store.sync()?;
                     kv = None; // closed before it is opened again: one handle holds the directory
-                    kv = Some(SledKv::open(&scratch, RESTORE_CACHE)?);
+                    kv = Some(Backend::default().open(&scratch, RESTORE_CACHE)?);
                     since_open = 0;
                 }
             }

@@ -2,7 +2,7 @@
 
 use crate::error::{EngineError, Result};
 use crate::keys::TenantId;
-use crate::kv::{CapturingKv, Keyspace, OrderedKv, SledKv};
+use crate::kv::{CapturingKv, Keyspace, OrderedKv, RedbKv, SledKv};
 use crate::model::*;
 use crate::read::Reader;
 use crate::space::{DiskGuard, Health};
@@ -31,11 +31,59 @@ pub struct EngineConfig {
     /// refused below it (see [`crate::space`]). 0 checks only for a
     /// read-only mount. Not used by a temporary store.
     pub min_free_bytes: u64,
+    /// The key-value backend of a new store. A directory that already holds
+    /// a store opens with the backend that wrote it, whatever this says.
+    pub backend: Backend,
+}
+
+/// The key-value store under the engine (see [`crate::kv`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// redb: one file, `DIR/tempora.redb`; memory bounded by its cache.
+    #[default]
+    Redb,
+    /// sled 0.34: the backend of stores created before redb was added.
+    Sled,
+}
+
+impl Backend {
+    /// The backend of the store in `dir`, if it holds one.
+    pub fn found_in(dir: &std::path::Path) -> Option<Backend> {
+        if dir.join(crate::kv::REDB_FILE).exists() {
+            Some(Backend::Redb)
+        } else if dir.join("conf").exists() || dir.join("db").exists() {
+            Some(Backend::Sled)
+        } else {
+            None
+        }
+    }
+
+    /// Opens (creating if needed) a store of this backend in `dir`.
+    pub fn open(self, dir: &std::path::Path, cache_bytes: u64) -> Result<Arc<dyn OrderedKv>> {
+        Ok(match self {
+            Backend::Redb => Arc::new(RedbKv::open(dir, cache_bytes)?),
+            Backend::Sled => Arc::new(SledKv::open(dir, cache_bytes)?),
+        })
+    }
+
+    fn temporary(self) -> Result<Arc<dyn OrderedKv>> {
+        Ok(match self {
+            Backend::Redb => Arc::new(RedbKv::temporary()?),
+            Backend::Sled => Arc::new(SledKv::temporary()?),
+        })
+    }
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { path: None, durability: Durability::Durable, cache_bytes: 512 << 20, max_group: 512, min_free_bytes: 0 }
+        EngineConfig {
+            path: None,
+            durability: Durability::Durable,
+            cache_bytes: 512 << 20,
+            max_group: 512,
+            min_free_bytes: 0,
+            backend: Backend::default(),
+        }
     }
 }
 
@@ -56,6 +104,10 @@ impl EngineConfig {
     }
     pub fn cache_bytes(mut self, bytes: u64) -> Self {
         self.cache_bytes = bytes;
+        self
+    }
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
         self
     }
 }
@@ -110,9 +162,10 @@ impl Engine {
         let (backend, location): (Arc<dyn OrderedKv>, String) = match &config.path {
             Some(p) => {
                 std::fs::create_dir_all(p).map_err(crate::error::StorageError::from)?;
-                (Arc::new(SledKv::open(p, config.cache_bytes)?), p.display().to_string())
+                let backend = Backend::found_in(p).unwrap_or(config.backend);
+                (backend.open(p, config.cache_bytes)?, p.display().to_string())
             }
-            None => (Arc::new(SledKv::temporary()?), "temporary store".to_string()),
+            None => (config.backend.temporary()?, "temporary store".to_string()),
         };
         let kv = Arc::new(CapturingKv::new(backend));
         let format_found = crate::migrate::run(kv.as_ref(), &location)?;

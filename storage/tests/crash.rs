@@ -196,9 +196,22 @@ fn run_child(dir: &std::path::Path, iter: u64, delay: Duration) -> Child {
 }
 
 #[test]
-fn kill_9_loses_no_acknowledged_write() {
+fn kill_9_loses_no_acknowledged_write_to_a_redb_store() {
+    kill_9_loses_no_acknowledged_write(Backend::Redb);
+}
+
+#[test]
+fn kill_9_loses_no_acknowledged_write_to_a_sled_store() {
+    kill_9_loses_no_acknowledged_write(Backend::Sled);
+}
+
+fn kill_9_loses_no_acknowledged_write(backend: Backend) {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
+    // The store is created here with `backend`; every child and every reopen
+    // then finds that backend in the directory.
+    Engine::open(EngineConfig::at(dir.path()).backend(backend)).expect("create the store").close();
+    assert_eq!(Backend::found_in(dir.path()), Some(backend));
     let mut acked: BTreeMap<String, AckedBatch> = BTreeMap::new();
     let mut retracted: HashMap<FactId, Tx> = HashMap::new();
     let mut ack_txs: HashSet<Tx> = HashSet::new();
@@ -383,7 +396,7 @@ fn kill_9_loses_no_acknowledged_write() {
     assert!(final_stats.superseded > 0 && tails > 0 && final_stats.retracted > 0, "{final_stats:?}");
     assert!(iterations_with_acks as u64 >= ITERATIONS * 3 / 4, "only {iterations_with_acks} children wrote");
     eprintln!(
-        "crash: {ITERATIONS} kills, {total_acks} acknowledged writes, {} batches, {stored_facts} facts \
+        "crash ({backend:?}): {ITERATIONS} kills, {total_acks} acknowledged writes, {} batches, {stored_facts} facts \
          ({} superseded, {tails} tails, {} retracted), {:.1?}",
         acked.len(),
         final_stats.superseded,

@@ -12,7 +12,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use tempora_storage::kv::{scan_prefix, Keyspace, OrderedKv, SledKv, WriteBatch};
+use tempora_storage::kv::{scan_prefix, Keyspace, OrderedKv, WriteBatch};
 use tempora_storage::{
     Cardinality, Durability, Engine, EngineConfig, EngineError, Fact, FactId, FactInput, SourceStats, Status, WriteOp,
     CURRENT_FORMAT,
@@ -342,10 +342,10 @@ fn many_sources_are_counted_apart() {
 /// written: the same data without the per-source counters (`meta` keys under
 /// `0x08`) and with format marker 2.
 fn downgrade_to_format_2(dir: &Path) {
-    let kv = SledKv::open(dir, 1 << 20).unwrap();
+    let kv = tempora_storage::Backend::found_in(dir).expect("a store").open(dir, 1 << 20).unwrap();
     let mut b = WriteBatch::default();
     let mut removed = 0;
-    for item in scan_prefix(&kv, Keyspace::Meta, &[0x08], false) {
+    for item in scan_prefix(kv.as_ref(), Keyspace::Meta, &[0x08], false) {
         let (k, _) = item.unwrap();
         b.delete(Keyspace::Meta, k);
         removed += 1;

@@ -7,9 +7,11 @@
 //! direction, an atomic multi-keyspace write batch, and a durability barrier.
 
 mod capture;
+mod redb_backend;
 mod sled_backend;
 
 pub use capture::CapturingKv;
+pub use redb_backend::{RedbKv, FILE_NAME as REDB_FILE};
 pub use sled_backend::SledKv;
 
 use crate::error::StorageError;
