@@ -1,7 +1,7 @@
 //! A durable write is on the drive before the server acknowledges it, not only
 //! in the kernel's page cache: with `strace` attached to the real server, every
-//! acknowledged write is preceded by an `fdatasync` of the store's file that
-//! completed after the previous acknowledgement: `DATA_DIR/tempora.redb` for a
+//! acknowledged write is preceded by an `fdatasync` of the store's log that
+//! completed after the previous acknowledgement: `DATA_DIR/tempora.journal` for a
 //! redb store (the default), `DATA_DIR/db` (sled's log) for a sled store.
 //!
 //! sled 0.34's own flush stops at `sync_file_range`, which survives the
@@ -53,7 +53,7 @@ fn syncs_and_acks(trace: &str, file: &str) -> (Vec<usize>, Vec<usize>) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_acknowledged_write_to_a_redb_store_was_fdatasynced_first() {
-    acknowledged_writes_were_fdatasynced_first("redb", "/tempora.redb").await;
+    acknowledged_writes_were_fdatasynced_first("redb", "/tempora.journal").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,6 +7,7 @@
 //! direction, an atomic multi-keyspace write batch, and a durability barrier.
 
 mod capture;
+mod journal;
 mod redb_backend;
 mod sled_backend;
 

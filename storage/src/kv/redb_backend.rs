@@ -8,20 +8,26 @@
 //! per-page state beyond its cache, which is bounded, so memory stays flat
 //! however large the store grows.
 //!
-//! Durability: [`OrderedKv::apply`] commits with `Durability::None` (visible,
-//! not yet on disk) and [`OrderedKv::sync`] commits an empty transaction with
-//! `Durability::Immediate`, which writes every page of the earlier commits and
-//! `fdatasync`s the file before it writes and syncs the new header. A crash
-//! before that leaves the file at the last synced commit.
+//! Durability: [`OrderedKv::apply`] commits with `Durability::None` (visible
+//! at once, not yet on disk) and appends the batch to the journal
+//! (`kv/journal.rs`, `DIR/tempora.journal`); [`OrderedKv::sync`] is one
+//! `fdatasync` of the journal. Once the journal holds [`CHECKPOINT_BYTES`],
+//! the next batch is committed with `Durability::Immediate` instead (redb
+//! writes every page changed since the last such commit, syncs, then writes
+//! and syncs its header) and the journal starts over. Each commit also stores
+//! the batch's journal number, so a reopen replays exactly the journal
+//! records the store's last durable commit lacks.
 //!
 //! Reads go through a [`View`]: a read transaction with every table open,
 //! replaced after each commit. A reader takes the current view (one `Arc`
 //! clone) and never waits for the writer.
 
+use super::journal::{self, Journal};
 use super::{Keyspace, KvIter, OrderedKv, WriteBatch};
 use crate::error::StorageError;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use redb::{ReadableDatabase, TableDefinition};
+use std::fs::File;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,16 +38,40 @@ pub const FILE_NAME: &str = "tempora.redb";
 type Table = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
 type Entry = (redb::AccessGuard<'static, &'static [u8]>, redb::AccessGuard<'static, &'static [u8]>);
 
+/// Journal bytes after which a batch is committed durably in redb and the
+/// journal starts over. Bigger means fewer of those commits but more pages in
+/// each (a lone commit waits on it) and more to replay after a crash.
+pub const CHECKPOINT_BYTES: u64 = 8 << 20;
+
 fn definition(ks: Keyspace) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
     TableDefinition::new(ks.name())
 }
 
+/// The journal number of the last batch in the store, under key `seq`.
+const JOURNAL_SEQ: TableDefinition<'static, &'static str, u64> = TableDefinition::new("journal");
+
 pub struct RedbKv {
     db: redb::Database,
     view: RwLock<Arc<View>>,
-    /// The store's file; `None` for a temporary store, which lives in memory
-    /// and promises nothing after a crash.
-    file: Option<PathBuf>,
+    /// `None` for a temporary store, which lives in memory and promises
+    /// nothing after a crash.
+    durable: Option<Durable>,
+}
+
+struct Durable {
+    path: PathBuf,
+    /// Locked for the whole of an apply, from before redb's write
+    /// transaction begins until the batch is in the journal: the journal's
+    /// order is the commit order. (Always this lock first, then redb's.)
+    journal: Mutex<JournalState>,
+    /// A second handle on the journal, synced without the lock.
+    sync_handle: File,
+}
+
+struct JournalState {
+    journal: Journal,
+    /// The number of the next batch.
+    next_seq: u64,
 }
 
 /// The latest committed state, as readers see it.
@@ -62,8 +92,10 @@ impl View {
 
 impl RedbKv {
     /// Opens (creating if needed) the store in `dir`, with a page cache of
-    /// `cache_bytes`.
+    /// `cache_bytes`, and replays what its journal holds beyond the store's
+    /// last durable commit.
     pub fn open(dir: &Path, cache_bytes: u64) -> Result<Self, StorageError> {
+        std::fs::create_dir_all(dir)?;
         let path = dir.join(FILE_NAME);
         let created = !path.exists();
         let db = redb::Database::builder()
@@ -73,13 +105,18 @@ impl RedbKv {
                 redb::DatabaseError::DatabaseAlreadyOpen => StorageError::Locked(dir.display().to_string()),
                 other => StorageError::from(redb::Error::from(other)),
             })?;
-        let kv = Self::init(db, Some(path))?;
         if created {
             // The new file's directory entry, so that the first synced
             // commit cannot be lost with the name that points to it.
-            std::fs::File::open(dir)?.sync_all()?;
+            File::open(dir)?.sync_all()?;
         }
-        Ok(kv)
+        create_tables(&db)?;
+        let (mut journal, records) = Journal::open(dir)?;
+        let next_seq = replay(&db, records)?;
+        journal.start_over()?;
+        let sync_handle = journal.sync_handle()?;
+        let durable = Durable { path, journal: Mutex::new(JournalState { journal, next_seq }), sync_handle };
+        Ok(RedbKv { view: RwLock::new(Arc::new(View::open(&db)?)), db, durable: Some(durable) })
     }
 
     /// A store that lives in memory, for tests.
@@ -87,24 +124,87 @@ impl RedbKv {
         let db = redb::Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .map_err(redb::Error::from)?;
-        Self::init(db, None)
-    }
-
-    /// Creates the tables a new store lacks, so every view can open all of
-    /// them, and takes the first view.
-    fn init(db: redb::Database, file: Option<PathBuf>) -> Result<Self, StorageError> {
-        let txn = db.begin_write().map_err(redb::Error::from)?;
-        for ks in Keyspace::ALL {
-            txn.open_table(definition(ks)).map_err(redb::Error::from)?;
-        }
-        txn.commit().map_err(redb::Error::from)?;
-        let view = View::open(&db)?;
-        Ok(RedbKv { db, view: RwLock::new(Arc::new(view)), file })
+        create_tables(&db)?;
+        Ok(RedbKv { view: RwLock::new(Arc::new(View::open(&db)?)), db, durable: None })
     }
 
     fn view(&self) -> Arc<View> {
         Arc::clone(&self.view.read())
     }
+}
+
+/// Creates the tables a new store lacks, so that every view can open all of
+/// them.
+fn create_tables(db: &redb::Database) -> Result<(), StorageError> {
+    let txn = db.begin_write().map_err(redb::Error::from)?;
+    for ks in Keyspace::ALL {
+        txn.open_table(definition(ks)).map_err(redb::Error::from)?;
+    }
+    txn.open_table(JOURNAL_SEQ).map_err(redb::Error::from)?;
+    txn.commit().map_err(redb::Error::from)?;
+    Ok(())
+}
+
+/// Applies the journal records the store lacks, commits them durably, and
+/// returns the number of the next batch.
+fn replay(db: &redb::Database, records: Vec<journal::Record>) -> Result<u64, StorageError> {
+    let stored = {
+        let txn = db.begin_read().map_err(redb::Error::from)?;
+        let table = txn.open_table(JOURNAL_SEQ).map_err(redb::Error::from)?;
+        table.get("seq").map_err(redb::Error::from)?.map_or(0, |v| v.value())
+    };
+    let mut next = stored + 1;
+    let mut replayed = 0;
+    for record in records {
+        if record.seq < next {
+            continue; // in the store already
+        }
+        if record.seq > next {
+            return Err(StorageError::Corrupt(format!(
+                "the journal's batch {} follows the store's batch {}: batches {next} to {} are missing",
+                record.seq,
+                next - 1,
+                record.seq - 1
+            )));
+        }
+        commit(db, &record.batch, next, redb::Durability::None)?;
+        next += 1;
+        replayed += 1;
+    }
+    if replayed > 0 {
+        commit(db, &WriteBatch::default(), next - 1, redb::Durability::Immediate)?;
+        tracing::info!(batches = replayed, "replayed the journal");
+    }
+    Ok(next)
+}
+
+/// Commits `batch` and the journal number `seq` in one redb transaction.
+fn commit(db: &redb::Database, batch: &WriteBatch, seq: u64, durability: redb::Durability) -> Result<(), StorageError> {
+    let mut txn = db.begin_write().map_err(redb::Error::from)?;
+    txn.set_durability(durability).map_err(redb::Error::from)?;
+    {
+        // Only the tables the batch touches are opened.
+        let mut tables: Vec<Option<redb::Table<&[u8], &[u8]>>> = Keyspace::ALL.iter().map(|_| None).collect();
+        for (ks, key, value) in &batch.ops {
+            let slot = &mut tables[ks.index()];
+            if slot.is_none() {
+                *slot = Some(txn.open_table(definition(*ks)).map_err(redb::Error::from)?);
+            }
+            let table = slot.as_mut().expect("opened above");
+            match value {
+                Some(v) => {
+                    table.insert(key.as_slice(), v.as_slice()).map_err(redb::Error::from)?;
+                }
+                None => {
+                    table.remove(key.as_slice()).map_err(redb::Error::from)?;
+                }
+            }
+        }
+        let mut journal = txn.open_table(JOURNAL_SEQ).map_err(redb::Error::from)?;
+        journal.insert("seq", seq).map_err(redb::Error::from)?;
+    }
+    txn.commit().map_err(redb::Error::from)?;
+    Ok(())
 }
 
 impl From<redb::Error> for StorageError {
@@ -154,45 +254,41 @@ impl OrderedKv for RedbKv {
         if batch.is_empty() {
             return Ok(());
         }
-        let mut txn = self.db.begin_write().map_err(redb::Error::from)?;
-        txn.set_durability(redb::Durability::None).map_err(redb::Error::from)?;
-        {
-            // Only the tables the batch touches are opened.
-            let mut tables: Vec<Option<redb::Table<&[u8], &[u8]>>> = Keyspace::ALL.iter().map(|_| None).collect();
-            for (ks, key, value) in &batch.ops {
-                let slot = &mut tables[ks.index()];
-                if slot.is_none() {
-                    *slot = Some(txn.open_table(definition(*ks)).map_err(redb::Error::from)?);
+        match &self.durable {
+            None => commit(&self.db, &batch, 0, redb::Durability::None)?,
+            Some(d) => {
+                let mut state = d.journal.lock();
+                let seq = state.next_seq;
+                if state.journal.bytes() >= CHECKPOINT_BYTES {
+                    // The checkpoint: this batch and every one before it
+                    // are durable in redb, so the journal is not needed.
+                    commit(&self.db, &batch, seq, redb::Durability::Immediate)?;
+                    state.journal.start_over()?;
+                } else {
+                    commit(&self.db, &batch, seq, redb::Durability::None)?;
+                    state.journal.append(seq, &batch)?;
                 }
-                let table = slot.as_mut().expect("opened above");
-                match value {
-                    Some(v) => {
-                        table.insert(key.as_slice(), v.as_slice()).map_err(redb::Error::from)?;
-                    }
-                    None => {
-                        table.remove(key.as_slice()).map_err(redb::Error::from)?;
-                    }
-                }
+                state.next_seq += 1;
             }
         }
-        txn.commit().map_err(redb::Error::from)?;
         let view = View::open(&self.db)?;
         *self.view.write() = Arc::new(view);
         Ok(())
     }
 
     fn sync(&self) -> Result<(), StorageError> {
-        if self.file.is_none() {
-            return Ok(());
+        // Every batch applied so far is in the journal, or durable in redb
+        // if a checkpoint came after it.
+        if let Some(d) = &self.durable {
+            d.sync_handle.sync_data()?;
         }
-        let mut txn = self.db.begin_write().map_err(redb::Error::from)?;
-        txn.set_durability(redb::Durability::Immediate).map_err(redb::Error::from)?;
-        txn.commit().map_err(redb::Error::from)?;
         Ok(())
     }
 
     fn size_on_disk(&self) -> Option<u64> {
-        std::fs::metadata(self.file.as_ref()?).ok().map(|m| m.len())
+        let d = self.durable.as_ref()?;
+        let journal = d.journal.lock().journal.bytes();
+        std::fs::metadata(&d.path).ok().map(|m| m.len() + journal)
     }
 }
 
@@ -266,5 +362,73 @@ mod tests {
         let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
         assert_eq!(kv.get(Keyspace::Versions, b"v").unwrap().as_deref(), Some(&b"1"[..]));
         assert_eq!(kv.get(Keyspace::Meta, b"m").unwrap().as_deref(), Some(&b"2"[..]));
+    }
+
+    #[test]
+    fn a_reopen_replays_the_journal_records_the_store_lacks_and_refuses_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(RedbKv::open(dir.path(), 1 << 20).unwrap());
+        // What a crash leaves: the store durable up to batch 1, the journal
+        // holding batches 1 to 3 (batch 1 again, as before a checkpoint).
+        {
+            let db = redb::Database::create(dir.path().join(FILE_NAME)).unwrap();
+            commit(&db, &put(Keyspace::Log, b"1", b"one"), 1, redb::Durability::Immediate).unwrap();
+        }
+        let (mut journal, _) = Journal::open(dir.path()).unwrap();
+        journal.append(1, &put(Keyspace::Log, b"1", b"one, journaled")).unwrap();
+        journal.append(2, &put(Keyspace::Log, b"2", b"two")).unwrap();
+        let mut three = put(Keyspace::Log, b"3", b"three");
+        three.delete(Keyspace::Log, b"2".to_vec());
+        journal.append(3, &three).unwrap();
+        drop(journal);
+        let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+        // Batch 1 was in the store already and is not applied again.
+        assert_eq!(kv.get(Keyspace::Log, b"1").unwrap().as_deref(), Some(&b"one"[..]));
+        assert_eq!(kv.get(Keyspace::Log, b"2").unwrap(), None);
+        assert_eq!(kv.get(Keyspace::Log, b"3").unwrap().as_deref(), Some(&b"three"[..]));
+        assert_eq!(kv.durable.as_ref().unwrap().journal.lock().next_seq, 4);
+        // The next batch continues the numbering, in a journal started over.
+        kv.apply(put(Keyspace::Log, b"4", b"four")).unwrap();
+        kv.sync().unwrap();
+        let journal = std::fs::read(dir.path().join(journal::FILE_NAME)).unwrap();
+        assert_eq!(u64::from_le_bytes(journal[12..20].try_into().unwrap()), 4);
+        drop(kv);
+
+        // A journal that starts past the store's next batch: batches lost.
+        let gap = tempfile::tempdir().unwrap();
+        drop(RedbKv::open(gap.path(), 1 << 20).unwrap());
+        let (mut journal, _) = Journal::open(gap.path()).unwrap();
+        journal.append(5, &put(Keyspace::Log, b"5", b"five")).unwrap();
+        drop(journal);
+        match RedbKv::open(gap.path(), 1 << 20) {
+            Err(StorageError::Corrupt(what)) => assert!(what.contains("batches 1 to 4 are missing"), "{what}"),
+            other => panic!("expected Corrupt, got {:?}", other.err()),
+        }
+    }
+
+    #[test]
+    fn a_full_journal_is_checkpointed_into_the_store_and_started_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+        let big = vec![7u8; 1 << 20];
+        let journal_bytes = || std::fs::metadata(dir.path().join(journal::FILE_NAME)).unwrap().len();
+        let mut i = 0u32;
+        while journal_bytes() < CHECKPOINT_BYTES {
+            kv.apply(put(Keyspace::Versions, &i.to_be_bytes(), &big)).unwrap();
+            i += 1;
+        }
+        // The next batch is the checkpoint: durable in redb, journal empty.
+        kv.apply(put(Keyspace::Versions, &i.to_be_bytes(), b"last")).unwrap();
+        assert_eq!(journal_bytes(), 0);
+        let stored = |db: &redb::Database| {
+            let txn = db.begin_read().unwrap();
+            let table = txn.open_table(JOURNAL_SEQ).unwrap();
+            table.get("seq").unwrap().map(|v| v.value())
+        };
+        assert_eq!(stored(&kv.db), Some(u64::from(i) + 1));
+        drop(kv);
+        let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(kv.get(Keyspace::Versions, &i.to_be_bytes()).unwrap().as_deref(), Some(&b"last"[..]));
+        assert_eq!(kv.get(Keyspace::Versions, &0u32.to_be_bytes()).unwrap().map(|v| v.len()), Some(1 << 20));
     }
 }

@@ -1,0 +1,232 @@
+//! The redb store's journal, `DIR/tempora.journal`: every batch applied since
+//! the last durable redb commit, in order, so that a durable write costs one
+//! sequential append and one `fdatasync` instead of a redb durable commit.
+//!
+//! A redb durable commit writes every page the commits since the previous
+//! one changed, scattered over the file, then the header, and holds redb's
+//! write lock all the while, so the writer cannot apply the next group
+//! during it. Appending the batch here and syncing this file is what sled's
+//! log did: sequential, and it runs while the writer goes on. From time to
+//! time (`RedbKv`'s checkpoint) a batch is committed durably in redb and the
+//! journal starts over.
+//!
+//! Record: `len: u32 LE | check: 8 bytes | body`, where `check` is the
+//! start of the BLAKE3 hash of `body` and `body` is `seq: u64 LE`, then per
+//! mutation `keyspace: u8 | key_len: u32 LE | key | 0` (delete) or
+//! `... | 1 | value_len: u32 LE | value` (put). `seq` numbers batches
+//! without gaps; the store keeps the `seq` of its last batch in the same
+//! commit as the batch, so after a crash the records past it are replayed.
+
+use super::{Keyspace, WriteBatch};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::Path;
+
+pub const FILE_NAME: &str = "tempora.journal";
+
+const HEADER: usize = 4 + 8;
+
+pub struct Journal {
+    file: File,
+    /// Bytes appended since the journal last started over.
+    bytes: u64,
+}
+
+/// A batch read back from the journal.
+#[derive(Debug)]
+pub struct Record {
+    pub seq: u64,
+    pub batch: WriteBatch,
+}
+
+impl Journal {
+    /// Opens (creating if needed) the journal in `dir` and reads back its
+    /// records: the run of whole, intact records with consecutive `seq` from
+    /// the start of the file. What follows the run is a record cut short by
+    /// a crash, or bytes of an earlier run left behind when the journal
+    /// started over; either way, never a write that was acknowledged.
+    pub fn open(dir: &Path) -> std::io::Result<(Journal, Vec<Record>)> {
+        let path = dir.join(FILE_NAME);
+        let created = !path.exists();
+        let mut file = File::options().read(true).append(true).create(true).open(&path)?;
+        if created {
+            File::open(dir)?.sync_all()?;
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let records = decode(&bytes);
+        Ok((Journal { file, bytes: bytes.len() as u64 }, records))
+    }
+
+    /// Appends the batch numbered `seq`. It is durable after [`Journal::sync`]
+    /// (or a sync through [`Journal::sync_handle`]).
+    pub fn append(&mut self, seq: u64, batch: &WriteBatch) -> std::io::Result<()> {
+        let record = encode(seq, batch);
+        self.file.write_all(&record)?;
+        self.bytes += record.len() as u64;
+        Ok(())
+    }
+
+    /// A second handle on the file, to `fdatasync` it without holding the
+    /// journal's lock (appends go on meanwhile).
+    pub fn sync_handle(&self) -> std::io::Result<File> {
+        self.file.try_clone()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Starts the journal over, once everything in it is durable elsewhere.
+    /// Not synced: until the next sync a crash may leave the old records,
+    /// which a reopen skips (the store already holds them).
+    pub fn start_over(&mut self) -> std::io::Result<()> {
+        self.file.set_len(0)?;
+        self.bytes = 0;
+        Ok(())
+    }
+}
+
+fn encode(seq: u64, batch: &WriteBatch) -> Vec<u8> {
+    let size: usize =
+        batch.ops.iter().map(|(_, k, v)| 1 + 4 + k.len() + 1 + v.as_ref().map_or(0, |v| 4 + v.len())).sum();
+    let mut out = Vec::with_capacity(HEADER + 8 + size);
+    out.extend_from_slice(&[0; HEADER]);
+    out.extend_from_slice(&seq.to_le_bytes());
+    for (ks, key, value) in &batch.ops {
+        out.push(ks.index() as u8);
+        out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        out.extend_from_slice(key);
+        match value {
+            None => out.push(0),
+            Some(v) => {
+                out.push(1);
+                out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                out.extend_from_slice(v);
+            }
+        }
+    }
+    let body_len = (out.len() - HEADER) as u32;
+    let check = blake3::hash(&out[HEADER..]);
+    out[..4].copy_from_slice(&body_len.to_le_bytes());
+    out[4..HEADER].copy_from_slice(&check.as_bytes()[..8]);
+    out
+}
+
+fn decode(mut bytes: &[u8]) -> Vec<Record> {
+    let mut records: Vec<Record> = Vec::new();
+    while bytes.len() >= HEADER {
+        let len = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes")) as usize;
+        let Some(body) = bytes.get(HEADER..HEADER + len) else { break };
+        if blake3::hash(body).as_bytes()[..8] != bytes[4..HEADER] {
+            break;
+        }
+        let Some(record) = decode_body(body) else { break };
+        if records.last().is_some_and(|last| record.seq != last.seq + 1) {
+            break;
+        }
+        records.push(record);
+        bytes = &bytes[HEADER + len..];
+    }
+    records
+}
+
+fn decode_body(body: &[u8]) -> Option<Record> {
+    let mut r = Reader(body);
+    let seq = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
+    let mut batch = WriteBatch::default();
+    while !r.0.is_empty() {
+        let ks = *Keyspace::ALL.get(r.take(1)?[0] as usize)?;
+        let key = r.sized()?.to_vec();
+        match r.take(1)?[0] {
+            0 => batch.delete(ks, key),
+            1 => batch.put(ks, key, r.sized()?.to_vec()),
+            _ => return None,
+        }
+    }
+    Some(Record { seq, batch })
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = (self.0.get(..n)?, self.0.get(n..)?);
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn sized(&mut self) -> Option<&'a [u8]> {
+        let n = u32::from_le_bytes(self.take(4)?.try_into().ok()?) as usize;
+        self.take(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(i: u8) -> WriteBatch {
+        let mut b = WriteBatch::default();
+        b.put(Keyspace::Versions, vec![i, 1], vec![i; 300]);
+        b.delete(Keyspace::Sp, vec![i, 2]);
+        b.put(Keyspace::Aux, vec![], vec![]);
+        b
+    }
+
+    fn seqs(records: &[Record]) -> Vec<u64> {
+        records.iter().map(|r| r.seq).collect()
+    }
+
+    #[test]
+    fn records_read_back_as_written_up_to_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, none) = Journal::open(dir.path()).unwrap();
+        assert!(none.is_empty());
+        for i in 1..=3 {
+            j.append(i as u64, &batch(i)).unwrap();
+        }
+        let whole = std::fs::read(dir.path().join(FILE_NAME)).unwrap();
+        drop(j);
+        let (_, back) = Journal::open(dir.path()).unwrap();
+        assert_eq!(seqs(&back), [1, 2, 3]);
+        assert_eq!(format!("{:?}", back[1].batch), format!("{:?}", batch(2)));
+        // Every cut inside the last record loses that record only.
+        let last_start = whole.len() - encode(3, &batch(3)).len();
+        for cut in [last_start + 1, last_start + HEADER, whole.len() - 1] {
+            std::fs::write(dir.path().join(FILE_NAME), &whole[..cut]).unwrap();
+            let (_, back) = Journal::open(dir.path()).unwrap();
+            assert_eq!(seqs(&back), [1, 2], "cut at {cut}");
+        }
+        // A flipped bit in the middle record ends the run there.
+        let mut flipped = whole.clone();
+        flipped[last_start - 10] ^= 0x40;
+        std::fs::write(dir.path().join(FILE_NAME), &flipped).unwrap();
+        assert_eq!(seqs(&Journal::open(dir.path()).unwrap().1), [1]);
+    }
+
+    #[test]
+    fn stale_records_after_a_fresh_start_are_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        for i in 1..=4 {
+            j.append(i as u64, &batch(i)).unwrap();
+        }
+        let old = std::fs::read(dir.path().join(FILE_NAME)).unwrap();
+        // The journal started over and got two records, but the truncation
+        // did not reach the disk: the new records lie over the old ones.
+        let mut new = encode(9, &batch(9));
+        new.extend(encode(10, &batch(10)));
+        let mut on_disk = new.clone();
+        on_disk.extend_from_slice(&old[new.len().min(old.len())..]);
+        std::fs::write(dir.path().join(FILE_NAME), &on_disk).unwrap();
+        assert_eq!(seqs(&Journal::open(dir.path()).unwrap().1), [9, 10]);
+        // And a journal started over holds nothing.
+        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        j.start_over().unwrap();
+        assert_eq!(j.bytes(), 0);
+        j.append(11, &batch(11)).unwrap();
+        drop(j);
+        assert_eq!(seqs(&Journal::open(dir.path()).unwrap().1), [11]);
+    }
+}
