@@ -592,6 +592,24 @@ mod tests {
     }
 
     #[test]
+    fn the_backend_of_a_new_store_is_redb_unless_the_file_or_the_environment_says_sled() {
+        let d = Config::load(None, &env_of(&[]), Overrides::default()).unwrap();
+        assert_eq!(d.storage_backend, StorageBackendSetting::Redb);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(&file, "storage_backend = \"sled\"\n").unwrap();
+        let c = Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap();
+        assert_eq!(c.storage_backend, StorageBackendSetting::Sled);
+        let c = Config::load(Some(&file), &env_of(&[("TEMPORA_STORAGE_BACKEND", "REDB")]), Overrides::default());
+        assert_eq!(c.unwrap().storage_backend, StorageBackendSetting::Redb);
+        let bad = Config::load(None, &env_of(&[("TEMPORA_STORAGE_BACKEND", "rocksdb")]), Overrides::default());
+        let e = format!("{:#}", bad.unwrap_err());
+        assert!(e.contains("TEMPORA_STORAGE_BACKEND") && e.contains("rocksdb"), "{e}");
+        std::fs::write(&file, "storage_backend = \"lmdb\"\n").unwrap();
+        assert!(Config::load(Some(&file), &env_of(&[]), Overrides::default()).is_err());
+    }
+
+    #[test]
     fn the_storage_cache_comes_from_the_file_or_the_environment_and_has_a_floor() {
         let d = Config::load(None, &env_of(&[]), Overrides::default()).unwrap();
         assert_eq!(d.limits.storage_cache_bytes, Limits::default().storage_cache_bytes);

@@ -194,7 +194,7 @@ fn reindex(args: ReindexArgs) -> Result<()> {
     if !cfg.data_dir.exists() {
         anyhow::bail!("data directory {} does not exist", cfg.data_dir.display());
     }
-    // sled locks the directory: a running server makes this fail.
+    // The store locks its files: a running server makes this fail.
     let engine = tempora::server::open_engine(&cfg).map_err(|e| {
         let text = format!("{e:#}");
         if text.contains("in use") || text.contains("lock") {
