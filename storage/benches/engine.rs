@@ -911,7 +911,7 @@ fn build_preloaded(size: usize) -> Preloaded {
     }
 }
 
-/// Engine config of the preloaded stores: the default (512 MB sled cache)
+/// Engine config of the preloaded stores: the default (512 MB cache)
 /// unless `TEMPORA_BENCH_CACHE_MB` says otherwise.
 fn preload_config(path: &std::path::Path) -> EngineConfig {
     let mut cfg = EngineConfig::at(path).backend(bench_backend());

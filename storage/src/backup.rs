@@ -38,9 +38,9 @@ const RESTORE_BATCH: usize = 4096;
 /// Page cache of the store while it is restored into.
 const RESTORE_CACHE: u64 = 64 << 20;
 /// Bytes of records restored before the store is synced, closed and opened
-/// again. That bounds the memory of a restore into sled, the backend restores
-/// wrote before redb (redb needs no reopening, and it costs it nothing). sled frees each node it replaces only once its epoch is collected,
-/// and with one thread inserting flat out the replaced copies pile up far
+/// again. It was for sled, which restores wrote before redb (redb needs no
+/// reopening, and it costs redb nothing): sled frees each node it replaces
+/// only once its epoch is collected, and with one thread inserting flat out the replaced copies pile up far
 /// faster than they are collected, whatever the cache size: restoring a 500
 /// MB backup (1M facts) in one go held 10 GB of memory. Closing the store
 /// frees them; reopening every 4 MiB holds 430 MB and takes 99 s instead of

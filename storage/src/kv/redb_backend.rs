@@ -59,7 +59,8 @@ pub struct RedbKv {
 }
 
 struct Durable {
-    path: PathBuf,
+    /// The data directory, which holds the store's file and the journal.
+    dir: PathBuf,
     /// Locked for the whole of an apply, from before redb's write
     /// transaction begins until the batch is in the journal: the journal's
     /// order is the commit order. (Always this lock first, then redb's.)
@@ -115,7 +116,8 @@ impl RedbKv {
         let next_seq = replay(&db, records)?;
         journal.start_over()?;
         let sync_handle = journal.sync_handle()?;
-        let durable = Durable { path, journal: Mutex::new(JournalState { journal, next_seq }), sync_handle };
+        let durable =
+            Durable { dir: dir.to_path_buf(), journal: Mutex::new(JournalState { journal, next_seq }), sync_handle };
         Ok(RedbKv { view: RwLock::new(Arc::new(View::open(&db)?)), db, durable: Some(durable) })
     }
 
@@ -286,9 +288,11 @@ impl OrderedKv for RedbKv {
     }
 
     fn size_on_disk(&self) -> Option<u64> {
-        let d = self.durable.as_ref()?;
-        let journal = d.journal.lock().journal.bytes();
-        std::fs::metadata(&d.path).ok().map(|m| m.len() + journal)
+        // From the files, not the journal's lock, which an apply holds
+        // through a checkpoint's durable commit.
+        let dir = &self.durable.as_ref()?.dir;
+        let len = |name: &str| std::fs::metadata(dir.join(name)).ok().map(|m| m.len());
+        Some(len(FILE_NAME)? + len(journal::FILE_NAME).unwrap_or(0))
     }
 }
 
