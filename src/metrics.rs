@@ -20,6 +20,7 @@ pub struct Metrics {
     last_tx: IntGauge,
     disk_bytes: IntGauge,
     heap_bytes: prometheus::IntGaugeVec,
+    cache_bytes: prometheus::IntGaugeVec,
     sse_count: Arc<AtomicUsize>,
     search_lag: IntGauge,
     search_docs: prometheus::IntCounter,
@@ -62,6 +63,15 @@ impl Metrics {
                 "tempora_heap_bytes",
                 "The allocator's figures (jemalloc): allocated (held by the server), active, metadata, \
                  resident (in physical memory), retained (mapped but returned to the kernel)",
+            ),
+            &["kind"],
+        )
+        .unwrap();
+        let cache_bytes = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "tempora_storage_cache_bytes",
+                "The storage engine's page cache (redb): used, and capacity (storage_cache_bytes); \
+                 absent on sled",
             ),
             &["kind"],
         )
@@ -110,6 +120,7 @@ impl Metrics {
             Box::new(last_tx.clone()),
             Box::new(disk_bytes.clone()),
             Box::new(heap_bytes.clone()),
+            Box::new(cache_bytes.clone()),
             Box::new(search_lag.clone()),
             Box::new(search_docs.clone()),
         ] {
@@ -127,6 +138,7 @@ impl Metrics {
             last_tx,
             disk_bytes,
             heap_bytes,
+            cache_bytes,
             sse_count,
             search_lag,
             search_docs,
@@ -188,6 +200,10 @@ impl Metrics {
             self.embed_lag.set(last_tx.saturating_sub(self.embed_watermark.load(Ordering::Relaxed)) as i64);
         }
         self.disk_bytes.set(engine.size_on_disk().unwrap_or(0) as i64);
+        if let Some(c) = engine.cache_fill() {
+            self.cache_bytes.with_label_values(&["used"]).set(c.used as i64);
+            self.cache_bytes.with_label_values(&["capacity"]).set(c.capacity as i64);
+        }
         if let Some(h) = crate::heap::stats() {
             for (kind, v) in [
                 ("allocated", h.allocated),

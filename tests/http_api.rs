@@ -326,15 +326,21 @@ async fn operational_routes() {
     assert!(m.text.contains("tempora_http_requests_total"), "{}", m.text);
     assert!(m.text.contains("route=\"/api/facts\""), "requests are labelled by route template: {}", m.text);
     assert!(!m.text.contains(f["id"].as_str().unwrap()), "a fact id leaked into metric labels");
-    // The server runs on jemalloc and reports its figures: what it holds,
-    // and what the allocator keeps resident for it (never less).
-    let heap = |kind: &str| -> f64 {
-        let prefix = format!("tempora_heap_bytes{{kind=\"{kind}\"}} ");
+    let gauge = |name: &str, kind: &str| -> f64 {
+        let prefix = format!("{name}{{kind=\"{kind}\"}} ");
         let line = m.text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix}: {}", m.text));
         line[prefix.len()..].parse().unwrap()
     };
+    // The server runs on jemalloc and reports its figures: what it holds,
+    // and what the allocator keeps resident for it (never less).
+    let heap = |kind: &str| gauge("tempora_heap_bytes", kind);
     assert!(heap("allocated") > 1e6, "a running server holds more than a megabyte");
     assert!(heap("resident") >= heap("allocated"));
+    // The storage cache (redb, the default backend): filling, within its
+    // configured ceiling (512 MiB unless set).
+    let cache = |kind: &str| gauge("tempora_storage_cache_bytes", kind);
+    assert_eq!(cache("capacity"), (512u64 << 20) as f64);
+    assert!(cache("used") > 0.0 && cache("used") <= cache("capacity"), "{}", m.text);
     // Prometheus text: every non-comment line is `name{labels} value`.
     for line in m.text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let value = line.rsplit(' ').next().unwrap();

@@ -473,6 +473,12 @@ impl Engine {
         self.kv.size_on_disk()
     }
 
+    /// The storage backend's page cache: bytes held and its ceiling (redb;
+    /// `None` on sled, which does not tell).
+    pub fn cache_fill(&self) -> Option<crate::kv::CacheFill> {
+        self.kv.cache_fill()
+    }
+
     /// Makes everything written so far durable (useful with
     /// [`Durability::Relaxed`]).
     pub fn sync(&self) -> Result<()> {

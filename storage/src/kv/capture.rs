@@ -210,4 +210,8 @@ impl OrderedKv for CapturingKv {
     fn size_on_disk(&self) -> Option<u64> {
         self.inner.size_on_disk()
     }
+
+    fn cache_fill(&self) -> Option<super::CacheFill> {
+        self.inner.cache_fill()
+    }
 }

@@ -130,6 +130,20 @@ pub trait OrderedKv: Send + Sync + 'static {
 
     /// Bytes the store occupies on disk, if known.
     fn size_on_disk(&self) -> Option<u64>;
+
+    /// How full the backend's own page cache is, where it can tell.
+    fn cache_fill(&self) -> Option<CacheFill> {
+        None
+    }
+}
+
+/// The page cache of a backend: bytes held now and the configured ceiling.
+/// Memory grows while `used` climbs towards `capacity` and levels off once it
+/// is there, which is what tells a warm-up from a leak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheFill {
+    pub used: u64,
+    pub capacity: u64,
 }
 
 /// Keys of `ks` that start with `prefix`, ascending or descending.

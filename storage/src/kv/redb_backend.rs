@@ -23,7 +23,7 @@
 //! clone) and never waits for the writer.
 
 use super::journal::{self, Journal};
-use super::{Keyspace, KvIter, OrderedKv, WriteBatch};
+use super::{CacheFill, Keyspace, KvIter, OrderedKv, WriteBatch};
 use crate::error::StorageError;
 use parking_lot::{Mutex, RwLock};
 use redb::{ReadableDatabase, TableDefinition};
@@ -48,11 +48,16 @@ fn definition(ks: Keyspace) -> TableDefinition<'static, &'static [u8], &'static 
 }
 
 /// The journal number of the last batch in the store, under key `seq`.
+/// The cache of a temporary store: redb's own default.
+const DEFAULT_TEMPORARY_CACHE: u64 = 1 << 30;
+
 const JOURNAL_SEQ: TableDefinition<'static, &'static str, u64> = TableDefinition::new("journal");
 
 pub struct RedbKv {
     db: redb::Database,
     view: RwLock<Arc<View>>,
+    /// The page cache's ceiling, as given to redb.
+    cache_bytes: u64,
     /// `None` for a temporary store, which lives in memory and promises
     /// nothing after a crash.
     durable: Option<Durable>,
@@ -118,16 +123,18 @@ impl RedbKv {
         let sync_handle = journal.sync_handle()?;
         let durable =
             Durable { dir: dir.to_path_buf(), journal: Mutex::new(JournalState { journal, next_seq }), sync_handle };
-        Ok(RedbKv { view: RwLock::new(Arc::new(View::open(&db)?)), db, durable: Some(durable) })
+        Ok(RedbKv { view: RwLock::new(Arc::new(View::open(&db)?)), db, cache_bytes, durable: Some(durable) })
     }
 
     /// A store that lives in memory, for tests.
     pub fn temporary() -> Result<Self, StorageError> {
+        let cache_bytes = DEFAULT_TEMPORARY_CACHE;
         let db = redb::Database::builder()
+            .set_cache_size(cache_bytes as usize)
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .map_err(redb::Error::from)?;
         create_tables(&db)?;
-        Ok(RedbKv { view: RwLock::new(Arc::new(View::open(&db)?)), db, durable: None })
+        Ok(RedbKv { view: RwLock::new(Arc::new(View::open(&db)?)), db, cache_bytes, durable: None })
     }
 
     fn view(&self) -> Arc<View> {
@@ -294,6 +301,10 @@ impl OrderedKv for RedbKv {
         let len = |name: &str| std::fs::metadata(dir.join(name)).ok().map(|m| m.len());
         Some(len(FILE_NAME)? + len(journal::FILE_NAME).unwrap_or(0))
     }
+
+    fn cache_fill(&self) -> Option<CacheFill> {
+        Some(CacheFill { used: self.db.cache_stats().used_bytes() as u64, capacity: self.cache_bytes })
+    }
 }
 
 #[cfg(test)]
@@ -346,6 +357,24 @@ mod tests {
         assert_eq!(it.next().unwrap().unwrap().0, b"1");
         assert!(it.next().is_none());
         assert_eq!(keys(kv.scan(Keyspace::Log, Bound::Unbounded, Bound::Unbounded, false)), [b"2".to_vec()]);
+    }
+
+    #[test]
+    fn the_cache_fills_up_to_its_ceiling_and_no_further() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+        let value = vec![7u8; 1000];
+        for i in 0..40u32 {
+            let mut b = WriteBatch::default();
+            for j in 0..100u32 {
+                b.put(Keyspace::Versions, (i * 100 + j).to_be_bytes().to_vec(), value.clone());
+            }
+            kv.apply(b).unwrap();
+        }
+        // 4 MB written through a 1 MiB cache: full, and never over.
+        let fill = kv.cache_fill().unwrap();
+        assert_eq!(fill.capacity, 1 << 20);
+        assert!(fill.used > fill.capacity / 2 && fill.used <= fill.capacity, "{fill:?}");
     }
 
     #[test]
