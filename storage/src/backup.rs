@@ -40,11 +40,11 @@ const RESTORE_CACHE: u64 = 64 << 20;
 /// Bytes of records restored before the store is synced, closed and opened
 /// again. It was for sled, which restores wrote before redb (redb needs no
 /// reopening, and it costs redb nothing): sled frees each node it replaces
-/// only once its epoch is collected, and with one thread inserting flat out the replaced copies pile up far
-/// faster than they are collected, whatever the cache size: restoring a 500
-/// MB backup (1M facts) in one go held 10 GB of memory. Closing the store
-/// frees them; reopening every 4 MiB holds 430 MB and takes 99 s instead of
-/// 115 (docs/operations.md, "Cost").
+/// only once its epoch is collected, and with one thread inserting flat out
+/// the replaced copies pile up far faster than they are collected, whatever
+/// the cache size: restoring a 500 MB backup (1M facts) in one go held 10 GB
+/// of memory. Closing the store frees them; reopening every 4 MiB holds 430
+/// MB and takes 99 s instead of 115 (docs/operations.md, "Cost").
 const RESTORE_REOPEN_BYTES: usize = 4 << 20;
 
 /// What a backup holds, from its header and trailer.

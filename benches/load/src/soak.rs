@@ -1078,8 +1078,8 @@ fn print_summary(s: &Value, series: &std::path::Path, summary: &std::path::Path)
     println!("  series {} summary {}", series.display(), summary.display());
 }
 
-/// Resident memory and throughput over time, the warm-up shaded.
-fn draw(path: &std::path::Path, samples: &[Sample], warmup_s: f64, font: &std::path::Path) -> Result<()> {
+/// Resident memory and throughput over time, the warm-up (until `w` s) shaded.
+fn draw(path: &std::path::Path, samples: &[Sample], w: f64, font: &std::path::Path) -> Result<()> {
     use plotters::prelude::*;
     crate::plot::register_font(font)?;
     let end = samples.last().map(|s| s.t).unwrap_or(1.0).max(1.0);
@@ -1088,7 +1088,6 @@ fn draw(path: &std::path::Path, samples: &[Sample], warmup_s: f64, font: &std::p
     let (top, bottom) = root.split_vertically(350);
     let blue = RGBColor(0, 114, 178);
     let orange = RGBColor(213, 94, 0);
-    let w = warmup_s;
     let panels: [(&DrawingArea<BitMapBackend, plotters::coord::Shift>, &str, &str, Vec<(f64, f64)>, RGBColor); 2] = [
         (
             &top,

@@ -47,10 +47,10 @@ fn definition(ks: Keyspace) -> TableDefinition<'static, &'static [u8], &'static 
     TableDefinition::new(ks.name())
 }
 
-/// The journal number of the last batch in the store, under key `seq`.
 /// The cache of a temporary store: redb's own default.
 const DEFAULT_TEMPORARY_CACHE: u64 = 1 << 30;
 
+/// The journal number of the last batch in the store, under key `seq`.
 const JOURNAL_SEQ: TableDefinition<'static, &'static str, u64> = TableDefinition::new("journal");
 
 pub struct RedbKv {
