@@ -4,7 +4,7 @@
 //! the change feed.
 
 use std::sync::Arc;
-use tempora_storage::{Change, Engine, EngineError, Idempotency, Tx, WriteOp, WriteOutcome};
+use tempora_storage::{Change, Engine, EngineError, FactPage, FactQuery, Idempotency, Tx, WriteOp, WriteOutcome};
 use tokio::sync::broadcast;
 
 /// A committed transaction, announced to subscribers. The frames themselves
@@ -65,6 +65,21 @@ impl Memory {
         rx.await.map_err(|_| EngineError::Closed("the writer thread stopped".into()))?
     }
 
+    /// A page of facts. Most reads name a subject and finish within a few
+    /// index entries: those run right here, since handing them to the
+    /// blocking pool and back (two thread wake-ups) cost more than the read
+    /// itself. One that looks at more than [`INLINE_SCAN`] entries is started
+    /// again on the blocking pool, so a long scan never holds an async thread
+    /// (with two cores, two such scans held every request up).
+    pub async fn query(&self, tenant: &str, q: FactQuery) -> Result<FactPage, EngineError> {
+        if let Some(page) = self.engine.query_within(tenant, &q, INLINE_SCAN)? {
+            return Ok(page);
+        }
+        let engine = Arc::clone(&self.engine);
+        let tenant = tenant.to_string();
+        blocking(move || engine.query(&tenant, &q)).await
+    }
+
     /// The tenant's committed transactions after `after`.
     pub async fn changes(&self, tenant: &str, after: Tx, limit: usize) -> Result<Vec<Change>, EngineError> {
         let engine = Arc::clone(&self.engine);
@@ -72,6 +87,10 @@ impl Memory {
         blocking(move || engine.changes(&tenant, after, limit)).await
     }
 }
+
+/// Index entries a fact query may look at on an async thread
+/// ([`Memory::query`]): about a tenth of a millisecond of work.
+pub const INLINE_SCAN: usize = 64;
 
 /// Runs engine work on tokio's blocking pool.
 pub async fn blocking<T: Send + 'static>(

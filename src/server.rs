@@ -2,7 +2,7 @@
 
 use crate::auth::Auth;
 use crate::config::{Config, DurabilitySetting, Listen, StorageBackendSetting};
-use crate::http::AppState;
+use crate::http::{AppState, Shared};
 use crate::memory::Memory;
 use crate::metrics::Metrics;
 use anyhow::{Context, Result};
@@ -91,7 +91,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         registry
     };
     let hangup_task = tokio::spawn(reload_on_hangup(agents.clone(), stop_rx.clone()));
-    let state = AppState {
+    let state = AppState::new(Shared {
         agents,
         memory_llm: cfg.memory_llm.clone().map(Arc::new),
         connectors,
@@ -106,7 +106,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         llm,
         mcp_allowed_origins: Arc::new(cfg.mcp_allowed_origins.clone()),
         monitor: crate::monitor::Monitor::new(cfg.monitor.clone()),
-    };
+    });
 
     let http = match cfg.http_addr {
         Listen::Off => None,

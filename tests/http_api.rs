@@ -290,6 +290,18 @@ async fn predicates_statuses_objects_and_pagination() {
         panic!("no cursor on a partial page");
     }
     api.get("/api/facts?cursor=garbage").await.expect_error(400, "SchemaInvalid");
+
+    // Reads longer than the inline budget (64 index entries) finish on the
+    // blocking pool with the same answer: 150 facts, whole and in two pages.
+    let long: Vec<Value> = (0..150).map(|i| json!({"subject": "Page:long", "predicate": format!("p{i:03}"), "object": i})).collect();
+    api.post("/api/facts/batch", &json!({"facts": long})).await.expect(201);
+    assert_eq!(api.list("subject=Page:long&limit=1000").await.len(), 150);
+    let first = api.get("/api/facts?subject=Page:long&limit=100").await;
+    assert_eq!(first.expect(200).as_array().unwrap().len(), 100);
+    let c = first.header("x-next-cursor").expect("a cursor after 100 of 150").to_string();
+    let rest = api.get(&format!("/api/facts?subject=Page:long&limit=100&cursor={}", enc(&c))).await;
+    assert_eq!(rest.expect(200).as_array().unwrap().len(), 50);
+    assert!(api.list("subject=Page:long&valid_at=0").await.is_empty(), "a filter that matches none of 150");
     server.stop_ok();
 }
 

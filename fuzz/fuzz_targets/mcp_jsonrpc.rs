@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, OnceLock};
 use tempora::config::{Config, DurabilitySetting, Overrides};
-use tempora::http::AppState;
+use tempora::http::{AppState, Shared};
 use tempora::mcp::transport::{handle, Endpoint};
 
 /// Held by the static for the life of the process (statics are never
@@ -45,7 +45,7 @@ fn world() -> &'static World {
             let metrics = Arc::new(tempora::metrics::Metrics::new(Arc::clone(&sse)));
             let (search, indexer) = tempora::search::Search::start(&cfg.data_dir, &memory, None).expect("search");
             let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-            let state = AppState {
+            let state = AppState::new(Shared {
                 agents: tempora::agents::Registry::builtin_only(),
                 memory_llm: None,
                 connectors: Arc::new(tempora::connectors::schedule::Runtime::new(
@@ -65,7 +65,7 @@ fn world() -> &'static World {
                 llm: Arc::new(tempora::llm::Client::new(cfg.outbound.clone())),
                 mcp_allowed_origins: Arc::new(Vec::new()),
                 monitor: tempora::monitor::Monitor::new(cfg.monitor.clone()),
-            };
+            });
             (Endpoint::new(state), indexer, stop_tx)
         });
         World { rt, endpoint, max_body: cfg.limits.max_body_bytes, _indexer: indexer, _stop: stop_tx, _dir: dir }

@@ -207,11 +207,9 @@ pub async fn list_facts(State(st): State<AppState>, caller: Caller, q: QueryPair
         cursor: q.string("cursor")?,
     };
     // A list scans until it has `limit` matches, which with a selective
-    // filter can mean most of the store. Run inline, two such scans held
-    // both async threads of a two-core server for seconds, and every other
-    // request (the quick 503s of overload included) waited behind them.
-    let engine = st.memory.engine().clone();
-    let page = blocking(move || engine.query(&tenant, &query)).await?;
+    // filter can mean most of the store: `Memory::query` moves long scans
+    // off the async threads.
+    let page = st.memory.query(&tenant, query).await?;
     let mut headers = HeaderMap::new();
     if let Some(c) = &page.next_cursor {
         headers.insert("x-next-cursor", HeaderValue::from_str(c).map_err(|_| ApiError::internal())?);

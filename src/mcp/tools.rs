@@ -362,8 +362,7 @@ async fn recall_as_of(st: &AppState, caller: &CallerInfo, a: RecallAsOfArgs) -> 
         cursor: a.cursor,
         ..Default::default()
     };
-    let engine = st.memory.engine().clone();
-    let page = blocking(move || engine.query(&tenant, &query)).await?;
+    let page = st.memory.query(&tenant, query).await?;
     let mut out = times;
     out["facts"] = json!(page.facts);
     out["next_cursor"] = json!(page.next_cursor);

@@ -372,11 +372,17 @@ impl Engine {
     }
 
     pub fn query(&self, tenant: &str, q: &FactQuery) -> Result<FactPage> {
+        Ok(self.query_within(tenant, q, usize::MAX)?.expect("an unbounded query always finishes"))
+    }
+
+    /// [`Engine::query`], or `None` once it has looked at more than `budget`
+    /// index entries without finishing (`Reader::query_within`).
+    pub fn query_within(&self, tenant: &str, q: &FactQuery, budget: usize) -> Result<Option<FactPage>> {
         match self.reader(tenant) {
-            Some(r) => r.query(q),
+            Some(r) => r.query_within(q, budget),
             // Cursors carry the tenant's id; a tenant without data has none.
             None if q.cursor.is_some() => Err(EngineError::invalid("cursor does not belong to this query")),
-            None => Ok(FactPage { facts: Vec::new(), next_cursor: None }),
+            None => Ok(Some(FactPage { facts: Vec::new(), next_cursor: None })),
         }
     }
 
