@@ -113,12 +113,12 @@ impl Reader<'_> {
         Ok(best)
     }
 
-    /// A page of facts matching `q` (`Engine::query`), giving up (`None`) once it has looked at more than
-    /// `budget` index entries without finishing the page. A caller on an
-    /// async thread runs a query here first and moves it to a blocking
-    /// thread only when it turns out long: most reads name a subject and
-    /// finish in a few entries, and the hand-off would cost them more than
-    /// the read.
+    /// A page of facts matching `q` (`Engine::query`), or `None` once it has
+    /// looked at more than `budget` index entries without finishing the
+    /// page. A caller on an async thread runs a query here first and moves it
+    /// to a blocking thread only when it turns out long: most reads name a
+    /// subject and finish in a few entries, and the hand-off would cost them
+    /// more than the read.
     pub fn query_within(&self, q: &FactQuery, budget: usize) -> Result<Option<FactPage>> {
         let limit = match q.limit {
             0 => DEFAULT_PAGE,
@@ -146,8 +146,12 @@ impl Reader<'_> {
         let mut facts = Vec::new();
         let mut last_key = None;
         let mut more = false;
+        // Index entries looked at; true once past the budget.
         let mut seen = 0usize;
-        let mut over_budget = false;
+        let mut spent = || {
+            seen += 1;
+            seen > budget
+        };
         let mut consider = |key: Vec<u8>, latest: Fact| -> Result<bool> {
             let Some(f) = self.at(latest, q.as_of)? else { return Ok(true) };
             if !selected(&f, q) {
@@ -169,14 +173,14 @@ impl Reader<'_> {
                     let closed = self.kv.scan(Keyspace::Closed, lo, hi, false);
                     for item in MergeByKey::new(live, closed) {
                         let (k, v) = item?;
-                        if spent(&mut seen, budget, &mut over_budget) || !consider(k, record::decode(&v)?)? {
+                        if spent() || !consider(k, record::decode(&v)?)? {
                             break;
                         }
                     }
                 } else {
                     for item in live {
                         let (k, v) = item?;
-                        if spent(&mut seen, budget, &mut over_budget) || !consider(k, record::decode(&v)?)? {
+                        if spent() || !consider(k, record::decode(&v)?)? {
                             break;
                         }
                     }
@@ -186,7 +190,7 @@ impl Reader<'_> {
                 let ks = if plan == Plan::Predicate { Keyspace::Ps } else { Keyspace::Os };
                 for item in self.kv.scan(ks, lo, hi, false) {
                     let (k, _) = item?;
-                    if spent(&mut seen, budget, &mut over_budget) {
+                    if spent() {
                         break;
                     }
                     let (s, p, id) =
@@ -200,7 +204,7 @@ impl Reader<'_> {
                 }
             }
         }
-        if over_budget {
+        if seen > budget {
             return Ok(None);
         }
         let next_cursor = if more { last_key.map(|k| encode_cursor(plan, &k)) } else { None };
@@ -322,14 +326,6 @@ impl Reader<'_> {
             None => Ok(PredicateInfo { name: name.to_string(), cardinality: Cardinality::default() }),
         }
     }
-}
-
-/// Counts one more index entry looked at; true (and `over` set) once that
-/// is more than `budget`.
-fn spent(seen: &mut usize, budget: usize, over: &mut bool) -> bool {
-    *seen += 1;
-    *over = *seen > budget;
-    *over
 }
 
 /// Whether the read can need facts that are no longer live.
