@@ -92,10 +92,7 @@ impl Tempora {
             if let Some(c) = &cursor {
                 path.push_str(&format!("&cursor={c}"));
             }
-            let resp = c.client.get(format!("{}{path}", c.base)).send().await?;
-            if !resp.status().is_success() {
-                bail!("check: {} {}", resp.status(), resp.text().await.unwrap_or_default());
-            }
+            let resp = c.get(&path).await?;
             cursor = resp.headers().get("x-next-cursor").and_then(|v| v.to_str().ok()).map(String::from);
             let page: Vec<Value> = resp.json().await?;
             for f in &page {
@@ -118,12 +115,17 @@ impl Tempora {
 }
 
 impl Conn {
-    async fn get_json(&self, path: &str) -> Result<Value> {
+    /// A successful reply to `GET path`; any other status is an error.
+    async fn get(&self, path: &str) -> Result<reqwest::Response> {
         let resp = self.client.get(format!("{}{path}", self.base)).send().await?;
         if !resp.status().is_success() {
             bail!("GET {path}: {} {}", resp.status(), resp.text().await.unwrap_or_default());
         }
-        Ok(resp.json().await?)
+        Ok(resp)
+    }
+
+    async fn get_json(&self, path: &str) -> Result<Value> {
+        Ok(self.get(path).await?.json().await?)
     }
 
     async fn post(&self, path: &str, body: &Value) -> Result<Value> {
@@ -138,11 +140,7 @@ impl Conn {
     /// parsed in full (a malformed reply is an error) but no value is kept,
     /// as the peers' drivers hand back rows whose columns nobody decodes.
     async fn count_rows(&self, path: &str) -> Result<usize> {
-        let resp = self.client.get(format!("{}{path}", self.base)).send().await?;
-        if !resp.status().is_success() {
-            bail!("GET {path}: {} {}", resp.status(), resp.text().await.unwrap_or_default());
-        }
-        let body = resp.bytes().await?;
+        let body = self.get(path).await?.bytes().await?;
         let rows: Vec<serde::de::IgnoredAny> =
             serde_json::from_slice(&body).with_context(|| format!("GET {path}: not a JSON array"))?;
         Ok(rows.len())
