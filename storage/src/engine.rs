@@ -120,11 +120,13 @@ pub struct Engine {
     writer: Mutex<Option<JoinHandle<()>>>,
     published: Arc<RwLock<Arc<Published>>>,
     listeners: Arc<RwLock<Vec<CommitListener>>>,
-    /// Held for reading by every read, for writing by the writer while it
-    /// applies a commit group: a read is a series of scans and gets on
+    /// Held for reading by every read, for writing by the writer while a
+    /// commit group becomes visible: a read is a series of scans and gets on
     /// several keyspaces, and without it one read could see a group half
     /// applied (a fact both in the live and the closed index, or the old and
-    /// the new active fact at once).
+    /// the new active fact at once). On redb that is only the switch to the
+    /// new view, after the commit; on sled the whole apply
+    /// (`OrderedKv::apply_published`).
     snapshot: Arc<RwLock<()>>,
     format_found: u32,
     io: Arc<IoCounters>,

@@ -187,6 +187,10 @@ impl OrderedKv for CapturingKv {
     }
 
     fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        self.apply_published(batch, &parking_lot::RwLock::new(()))
+    }
+
+    fn apply_published(&self, batch: WriteBatch, publish: &parking_lot::RwLock<()>) -> Result<(), StorageError> {
         if let Some(c) = self.capture.lock().as_mut() {
             for (ks, key, _) in &batch.ops {
                 if c.decided(ks.index(), key) {
@@ -200,7 +204,7 @@ impl OrderedKv for CapturingKv {
                 }
             }
         }
-        self.inner.apply(batch)
+        self.inner.apply_published(batch, publish)
     }
 
     fn sync(&self) -> Result<(), StorageError> {

@@ -16,6 +16,7 @@ pub use redb_backend::{RedbKv, FILE_NAME as REDB_FILE};
 pub use sled_backend::SledKv;
 
 use crate::error::StorageError;
+use parking_lot::RwLock;
 use std::ops::Bound;
 
 /// The engine's keyspaces. Each is a separate ordered map (one sled `Tree`).
@@ -123,6 +124,17 @@ pub trait OrderedKv: Send + Sync + 'static {
     /// Applies every mutation of `batch` atomically: after a crash either all of
     /// them are visible or none is. Not durable until [`OrderedKv::sync`].
     fn apply(&self, batch: WriteBatch) -> Result<(), StorageError>;
+
+    /// [`OrderedKv::apply`], holding `publish` for writing while the batch
+    /// becomes visible. A read is several gets and scans, and holds `publish`
+    /// for reading across them, so that none sees a batch half applied. By
+    /// default the lock covers the whole apply; a backend whose readers see
+    /// nothing of a batch until one atomic switch holds it over the switch
+    /// alone, and reads go on during the commit.
+    fn apply_published(&self, batch: WriteBatch, publish: &RwLock<()>) -> Result<(), StorageError> {
+        let _no_readers = publish.write();
+        self.apply(batch)
+    }
 
     /// Durability barrier: returns once everything applied before the call is
     /// on stable storage.

@@ -260,29 +260,43 @@ impl OrderedKv for RedbKv {
     }
 
     fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        self.apply_published(batch, &RwLock::new(()))
+    }
+
+    /// The commit (and a checkpoint's durable write) happens outside
+    /// `publish`: readers keep reading the view before it, which the commit
+    /// does not change. Only the swap to the new view waits for them.
+    fn apply_published(&self, batch: WriteBatch, publish: &RwLock<()>) -> Result<(), StorageError> {
         if batch.is_empty() {
             return Ok(());
         }
-        match &self.durable {
-            None => commit(&self.db, &batch, 0, redb::Durability::None)?,
-            Some(d) => {
-                let mut state = d.journal.lock();
-                let seq = state.next_seq;
-                if state.journal.bytes() >= CHECKPOINT_BYTES {
-                    // The checkpoint: this batch and every one before it
-                    // are durable in redb, so the journal is not needed.
-                    commit(&self.db, &batch, seq, redb::Durability::Immediate)?;
-                    state.journal.start_over()?;
-                } else {
-                    commit(&self.db, &batch, seq, redb::Durability::None)?;
-                    state.journal.append(seq, &batch)?;
-                }
-                state.next_seq += 1;
-            }
+        let publish_view = || -> Result<(), StorageError> {
+            let view = Arc::new(View::open(&self.db)?);
+            let _no_readers = publish.write();
+            *self.view.write() = view;
+            Ok(())
+        };
+        let Some(d) = &self.durable else {
+            commit(&self.db, &batch, 0, redb::Durability::None)?;
+            return publish_view();
+        };
+        // The view is replaced under the journal's lock too, so that views
+        // are published in commit order.
+        let mut state = d.journal.lock();
+        let seq = state.next_seq;
+        if state.journal.bytes() >= CHECKPOINT_BYTES {
+            // The checkpoint: this batch and every one before it are durable
+            // in redb, so the journal is not needed.
+            let (started, journal_bytes) = (std::time::Instant::now(), state.journal.bytes());
+            commit(&self.db, &batch, seq, redb::Durability::Immediate)?;
+            state.journal.start_over()?;
+            tracing::debug!(journal_bytes, micros = started.elapsed().as_micros() as u64, "checkpoint");
+        } else {
+            commit(&self.db, &batch, seq, redb::Durability::None)?;
+            state.journal.append(seq, &batch)?;
         }
-        let view = View::open(&self.db)?;
-        *self.view.write() = Arc::new(view);
-        Ok(())
+        state.next_seq += 1;
+        publish_view()
     }
 
     fn sync(&self) -> Result<(), StorageError> {
@@ -357,6 +371,33 @@ mod tests {
         assert_eq!(it.next().unwrap().unwrap().0, b"1");
         assert!(it.next().is_none());
         assert_eq!(keys(kv.scan(Keyspace::Log, Bound::Unbounded, Bound::Unbounded, false)), [b"2".to_vec()]);
+    }
+
+    #[test]
+    fn a_batch_commits_while_a_reader_holds_the_publish_lock_and_shows_once_it_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = Arc::new(RedbKv::open(dir.path(), 1 << 20).unwrap());
+        let publish = Arc::new(RwLock::new(()));
+        let reading = publish.read();
+        let writer = {
+            let (kv, publish) = (Arc::clone(&kv), Arc::clone(&publish));
+            std::thread::spawn(move || kv.apply_published(put(Keyspace::Log, b"k", b"v"), &publish))
+        };
+        // The commit does not wait for the reader: a fresh redb read sees it...
+        let committed = || {
+            let txn = kv.db.begin_read().unwrap();
+            txn.open_table(definition(Keyspace::Log)).unwrap().get(&b"k"[..]).unwrap().is_some()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !committed() {
+            assert!(std::time::Instant::now() < deadline, "the commit waited for the reader");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // ...while the reader's view stays where it was, until it lets go.
+        assert_eq!(kv.get(Keyspace::Log, b"k").unwrap(), None);
+        drop(reading);
+        writer.join().unwrap().unwrap();
+        assert_eq!(kv.get(Keyspace::Log, b"k").unwrap().as_deref(), Some(&b"v"[..]));
     }
 
     #[test]

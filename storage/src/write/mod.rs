@@ -86,8 +86,8 @@ pub(crate) struct Writer {
     pub catalog: Catalog,
     pub published: Arc<RwLock<Arc<Published>>>,
     pub listeners: Arc<RwLock<Vec<CommitListener>>>,
-    /// Taken for writing while a group is applied, so that no read sees it
-    /// half applied (see `Engine::snapshot`). Not held during the sync.
+    /// Taken for writing while a group becomes visible, so that no read sees
+    /// it half applied (see `Engine::snapshot`). Not held during the sync.
     pub snapshot: Arc<RwLock<()>>,
     pub durability: Durability,
     pub max_group: usize,
@@ -273,10 +273,7 @@ impl Writer {
             let batch = ov.into_batch();
             // A failed sync left earlier writes unconfirmed: sync them before anything builds on them.
             let pending = if self.unsynced.load(Relaxed) { kv.sync() } else { Ok(()) };
-            let applied = pending.and_then(|()| {
-                let _no_readers = self.snapshot.write();
-                kv.apply(batch)
-            });
+            let applied = pending.and_then(|()| kv.apply_published(batch, &self.snapshot));
             if let Err(e) = applied {
                 tracing::error!(error = %e, "commit group failed; its requests are not written");
                 self.catalog.rollback(group_mark);
