@@ -374,6 +374,23 @@ mod tests {
     }
 
     #[test]
+    fn within_one_batch_the_later_write_to_a_key_wins_whatever_the_tables_between() {
+        let kv = RedbKv::temporary().unwrap();
+        let mut b = put(Keyspace::Sp, b"b", b"first");
+        b.put(Keyspace::Log, b"b".to_vec(), b"log".to_vec());
+        b.delete(Keyspace::Sp, b"b".to_vec());
+        b.put(Keyspace::Sp, b"c".to_vec(), b"doomed".to_vec());
+        b.put(Keyspace::Sp, b"a".to_vec(), b"a".to_vec());
+        b.put(Keyspace::Sp, b"b".to_vec(), b"last".to_vec());
+        b.delete(Keyspace::Sp, b"c".to_vec());
+        kv.apply(b).unwrap();
+        assert_eq!(kv.get(Keyspace::Sp, b"b").unwrap().as_deref(), Some(&b"last"[..]));
+        assert_eq!(kv.get(Keyspace::Sp, b"c").unwrap(), None);
+        assert_eq!(kv.get(Keyspace::Sp, b"a").unwrap().as_deref(), Some(&b"a"[..]));
+        assert_eq!(kv.get(Keyspace::Log, b"b").unwrap().as_deref(), Some(&b"log"[..]));
+    }
+
+    #[test]
     fn a_batch_commits_while_a_reader_holds_the_publish_lock_and_shows_once_it_lets_go() {
         let dir = tempfile::tempdir().unwrap();
         let kv = Arc::new(RedbKv::open(dir.path(), 1 << 20).unwrap());
