@@ -28,7 +28,7 @@ fn main() {
     let keys: u64 = keys.parse().expect("KEYS");
     let value = vec![7u8; value_bytes.parse().expect("VALUE_BYTES")];
     const BATCH: u64 = 100;
-    assert!(keys >= 4 * BATCH && keys % (4 * BATCH) == 0, "KEYS must be a multiple of 400");
+    assert!(keys >= 4 * BATCH && keys.is_multiple_of(4 * BATCH), "KEYS must be a multiple of 400");
 
     let db = sled::Config::new().path(dir).cache_capacity(4 << 20).flush_every_ms(None).open().expect("open");
     let tree = db.open_tree("t").expect("tree");
@@ -55,7 +55,7 @@ fn main() {
         if b % 50 == 0 {
             db.flush().expect("flush");
         }
-        if (b + 1) * BATCH % (keys / 4) == 0 {
+        if ((b + 1) * BATCH).is_multiple_of(keys / 4) {
             quarters.push(rss_kib());
         }
     }

@@ -73,10 +73,10 @@ fn same_store(src: &Engine, dst: Engine, mid: Tx) {
     assert_eq!(dst.last_tx(), src.last_tx());
     assert_eq!(dst.tenants(), src.tenants());
     for t in TENANTS {
-        assert_eq!(every_fact(&dst, t, None), every_fact(&src, t, None), "{t}: current and history");
+        assert_eq!(every_fact(&dst, t, None), every_fact(src, t, None), "{t}: current and history");
         assert_eq!(
             every_fact(&dst, t, Some(AsOf::Tx(mid))),
-            every_fact(&src, t, Some(AsOf::Tx(mid))),
+            every_fact(src, t, Some(AsOf::Tx(mid))),
             "{t} as of {mid}"
         );
         assert_eq!(dst.stats(t), src.stats(t));
@@ -84,7 +84,7 @@ fn same_store(src: &Engine, dst: Engine, mid: Tx) {
         let q = FactQuery { subject: Some("Person:p3".into()), valid_at: Some(2022), ..Default::default() };
         assert_eq!(dst.query(t, &q).unwrap().facts[0].object, serde_json::json!("Org:o3"));
     }
-    assert_eq!(aux(&dst), aux(&src));
+    assert_eq!(aux(&dst), aux(src));
     // The restored store goes on from where the original stood.
     let next = dst.assert("nas", FactInput::new("Person:new", "works_at", "Org:acme")).unwrap();
     assert_eq!(next.fact.tx, src.last_tx().0 + 1);

@@ -12,7 +12,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use tempora_storage::kv::{scan_prefix, Keyspace, OrderedKv, WriteBatch};
+use tempora_storage::kv::{scan_prefix, Keyspace, WriteBatch};
 use tempora_storage::{
     Cardinality, Durability, Engine, EngineConfig, EngineError, Fact, FactId, FactInput, SourceStats, Status, WriteOp,
     CURRENT_FORMAT,
