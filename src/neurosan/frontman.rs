@@ -8,7 +8,6 @@ use super::tools;
 use crate::agents::MemoryTool;
 use crate::http::error::ApiError;
 use crate::http::AppState;
-use crate::memory::blocking;
 use serde_json::{json, Value};
 use tempora_storage::{Fact, FactQuery, StatusFilter, WriteOp};
 
@@ -206,9 +205,7 @@ async fn forget(
         limit: tempora_storage::MAX_PAGE,
         ..FactQuery::default()
     };
-    let engine = st.memory.engine().clone();
-    let t = tenant.to_string();
-    let current = blocking(move || engine.query(&t, &q)).await?.facts;
+    let current = st.memory.query(tenant, q).await?.facts;
     if current.is_empty() {
         return Ok(current);
     }
@@ -219,17 +216,13 @@ async fn forget(
 
 /// The entity's current facts, and the current facts whose object is it.
 async fn about(st: &AppState, tenant: &str, entity: &str) -> Result<(Vec<Fact>, Vec<Fact>), ApiError> {
-    let engine = st.memory.engine().clone();
-    let (t, e) = (tenant.to_string(), entity.to_string());
-    blocking(move || {
-        let page =
-            |q: FactQuery| engine.query(&t, &FactQuery { limit: MAX_LISTED + 1, status: StatusFilter::Current, ..q });
-        let about = page(FactQuery { subject: Some(e.clone()), ..FactQuery::default() })?.facts;
-        let pointing = page(FactQuery { object: Some(Value::String(e)), ..FactQuery::default() })?.facts;
-        Ok((about, pointing))
-    })
-    .await
-    .map_err(ApiError::from)
+    let page = |q: FactQuery| {
+        st.memory.query(tenant, FactQuery { limit: MAX_LISTED + 1, status: StatusFilter::Current, ..q })
+    };
+    let about = page(FactQuery { subject: Some(entity.to_string()), ..FactQuery::default() }).await?.facts;
+    let pointing =
+        page(FactQuery { object: Some(Value::String(entity.to_string())), ..FactQuery::default() }).await?.facts;
+    Ok((about, pointing))
 }
 
 fn list(out: &mut String, facts: &[Fact]) {
