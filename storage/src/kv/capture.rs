@@ -186,10 +186,6 @@ impl OrderedKv for CapturingKv {
         self.inner.scan(ks, lo, hi, reverse)
     }
 
-    fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
-        self.apply_published(batch, &parking_lot::RwLock::new(()))
-    }
-
     fn apply_published(&self, batch: WriteBatch, publish: &parking_lot::RwLock<()>) -> Result<(), StorageError> {
         if let Some(c) = self.capture.lock().as_mut() {
             for (ks, key, _) in &batch.ops {

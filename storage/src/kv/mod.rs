@@ -123,17 +123,18 @@ pub trait OrderedKv: Send + Sync + 'static {
 
     /// Applies every mutation of `batch` atomically: after a crash either all of
     /// them are visible or none is. Not durable until [`OrderedKv::sync`].
-    fn apply(&self, batch: WriteBatch) -> Result<(), StorageError>;
-
-    /// [`OrderedKv::apply`], holding `publish` for writing while the batch
-    /// becomes visible. A read is several gets and scans, and holds `publish`
-    /// for reading across them, so that none sees a batch half applied. By
-    /// default the lock covers the whole apply; a backend whose readers see
-    /// nothing of a batch until one atomic switch holds it over the switch
+    ///
+    /// `publish` is held for writing while the batch becomes visible. A read
+    /// is several gets and scans, and holds `publish` for reading across them,
+    /// so that none sees a batch half applied. A backend whose commit is
+    /// visible as it happens holds it over the whole apply; one whose readers
+    /// see nothing of a batch until one atomic switch holds it over the switch
     /// alone, and reads go on during the commit.
-    fn apply_published(&self, batch: WriteBatch, publish: &RwLock<()>) -> Result<(), StorageError> {
-        let _no_readers = publish.write();
-        self.apply(batch)
+    fn apply_published(&self, batch: WriteBatch, publish: &RwLock<()>) -> Result<(), StorageError>;
+
+    /// [`OrderedKv::apply_published`] with no readers to keep out.
+    fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        self.apply_published(batch, &RwLock::new(()))
     }
 
     /// Durability barrier: returns once everything applied before the call is

@@ -259,10 +259,6 @@ impl OrderedKv for RedbKv {
         }
     }
 
-    fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
-        self.apply_published(batch, &RwLock::new(()))
-    }
-
     /// The commit (and a checkpoint's durable write) happens outside
     /// `publish`: readers keep reading the view before it, which the commit
     /// does not change. Only the swap to the new view waits for them.

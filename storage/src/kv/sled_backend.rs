@@ -14,6 +14,7 @@
 
 use super::{KvIter, Keyspace, OrderedKv, WriteBatch};
 use crate::error::StorageError;
+use parking_lot::RwLock;
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::File;
@@ -175,10 +176,12 @@ impl OrderedKv for SledKv {
         }
     }
 
-    fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
+    /// A sled commit is visible as it happens, so `publish` covers all of it.
+    fn apply_published(&self, batch: WriteBatch, publish: &RwLock<()>) -> Result<(), StorageError> {
         if batch.is_empty() {
             return Ok(());
         }
+        let _no_readers = publish.write();
         // Group the mutations per tree; only trees that are touched join the
         // transaction, which keeps its lock set small.
         let mut per_tree: Vec<Option<sled::Batch>> = (0..Keyspace::ALL.len()).map(|_| None).collect();
