@@ -8,6 +8,7 @@
 
 mod capture;
 mod journal;
+mod pending;
 mod redb_backend;
 mod sled_backend;
 

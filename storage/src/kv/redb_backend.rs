@@ -8,21 +8,27 @@
 //! per-page state beyond its cache, which is bounded, so memory stays flat
 //! however large the store grows.
 //!
-//! Durability: [`OrderedKv::apply`] commits with `Durability::None` (visible
-//! at once, not yet on disk) and appends the batch to the journal
-//! (`kv/journal.rs`, `DIR/tempora.journal`); [`OrderedKv::sync`] is one
-//! `fdatasync` of the journal. Once the journal holds [`CHECKPOINT_BYTES`],
-//! the next batch is committed with `Durability::Immediate` instead (redb
-//! writes every page changed since the last such commit, syncs, then writes
-//! and syncs its header) and the journal starts over. Each commit also stores
-//! the batch's journal number, so a reopen replays exactly the journal
-//! records the store's last durable commit lacks.
+//! Durability: [`OrderedKv::apply`] appends the batch to the journal
+//! (`kv/journal.rs`, `DIR/tempora.journal`) and to the [`Pending`] layer in
+//! memory, which readers see over redb's state; redb itself is not written.
+//! [`OrderedKv::sync`] is one `fdatasync` of the journal. Once the journal
+//! holds [`CHECKPOINT_BYTES`], the next batch is the checkpoint: every
+//! pending write goes to redb in one transaction, in key order, committed
+//! with `Durability::Immediate` (redb writes the changed pages, syncs, then
+//! writes and syncs its header), and the journal and the layer start over.
+//! One transaction of tens of thousands of writes costs redb a third per
+//! write of what batches of fifty do (`kv/pending.rs` says why). Each
+//! checkpoint also stores the last batch's journal number, so a reopen
+//! replays exactly the journal records the store lacks; closing the store
+//! checkpoints what is pending, so a clean restart replays nothing.
 //!
 //! Reads go through a [`View`]: a read transaction with every table open,
-//! replaced after each commit. A reader takes the current view (one `Arc`
-//! clone) and never waits for the writer.
+//! opened after each checkpoint, and the pending layer as it was after the
+//! last batch. A reader takes the current view (one `Arc` clone) and never
+//! waits for the writer.
 
 use super::journal::{self, Journal};
+use super::pending::Pending;
 use super::{CacheFill, Keyspace, KvIter, OrderedKv, WriteBatch};
 use crate::error::StorageError;
 use parking_lot::{Mutex, RwLock};
@@ -58,6 +64,14 @@ pub struct RedbKv {
     view: RwLock<Arc<View>>,
     /// The page cache's ceiling, as given to redb.
     cache_bytes: u64,
+    /// Locked for the whole of an apply: the journal's order is the order
+    /// batches are applied and views published in. (Always this lock first,
+    /// then redb's.)
+    writer: Mutex<Writer>,
+    /// [`CHECKPOINT_BYTES`] but in tests.
+    checkpoint_bytes: u64,
+    /// Set by tests that drop the store as a crash would leave it.
+    skip_checkpoint_on_close: bool,
     /// `None` for a temporary store, which lives in memory and promises
     /// nothing after a crash.
     durable: Option<Durable>,
@@ -66,33 +80,44 @@ pub struct RedbKv {
 struct Durable {
     /// The data directory, which holds the store's file and the journal.
     dir: PathBuf,
-    /// Locked for the whole of an apply, from before redb's write
-    /// transaction begins until the batch is in the journal: the journal's
-    /// order is the commit order. (Always this lock first, then redb's.)
-    journal: Mutex<JournalState>,
-    /// A second handle on the journal, synced without the lock.
+    /// A second handle on the journal, synced without the writer's lock.
     sync_handle: File,
 }
 
-struct JournalState {
-    journal: Journal,
+struct Writer {
+    /// Every batch since the last checkpoint (`None` for a temporary store).
+    journal: Option<Journal>,
+    /// The same batches, merged, as readers see them.
+    pending: Pending,
     /// The number of the next batch.
     next_seq: u64,
 }
 
-/// The latest committed state, as readers see it.
+impl Writer {
+    fn checkpoint_due(&self, limit: u64) -> bool {
+        match &self.journal {
+            Some(journal) => journal.bytes() >= limit,
+            None => self.pending.bytes() >= limit,
+        }
+    }
+}
+
+/// The state readers see: redb's at the last checkpoint, and the writes
+/// since.
 struct View {
-    tables: Vec<Table>,
+    tables: Arc<[Table]>,
+    pending: Pending,
 }
 
 impl View {
+    /// redb's state now, with nothing pending over it.
     fn open(db: &redb::Database) -> Result<View, StorageError> {
         let txn = db.begin_read().map_err(redb::Error::from)?;
         let tables = Keyspace::ALL
             .iter()
             .map(|ks| txn.open_table(definition(*ks)).map_err(|e| StorageError::from(redb::Error::from(e))))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(View { tables })
+            .collect::<Result<Arc<[_]>, _>>()?;
+        Ok(View { tables, pending: Pending::default() })
     }
 }
 
@@ -120,10 +145,17 @@ impl RedbKv {
         let (mut journal, records) = Journal::open(dir)?;
         let next_seq = replay(&db, records)?;
         journal.start_over()?;
-        let sync_handle = journal.sync_handle()?;
-        let durable =
-            Durable { dir: dir.to_path_buf(), journal: Mutex::new(JournalState { journal, next_seq }), sync_handle };
-        Ok(RedbKv { view: RwLock::new(Arc::new(View::open(&db)?)), db, cache_bytes, durable: Some(durable) })
+        let durable = Durable { dir: dir.to_path_buf(), sync_handle: journal.sync_handle()? };
+        let writer = Writer { journal: Some(journal), pending: Pending::default(), next_seq };
+        Ok(RedbKv {
+            view: RwLock::new(Arc::new(View::open(&db)?)),
+            db,
+            cache_bytes,
+            writer: Mutex::new(writer),
+            checkpoint_bytes: CHECKPOINT_BYTES,
+            skip_checkpoint_on_close: false,
+            durable: Some(durable),
+        })
     }
 
     /// A store that lives in memory, for tests.
@@ -134,7 +166,15 @@ impl RedbKv {
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .map_err(redb::Error::from)?;
         create_tables(&db)?;
-        Ok(RedbKv { view: RwLock::new(Arc::new(View::open(&db)?)), db, cache_bytes, durable: None })
+        Ok(RedbKv {
+            view: RwLock::new(Arc::new(View::open(&db)?)),
+            db,
+            cache_bytes,
+            writer: Mutex::new(Writer { journal: None, pending: Pending::default(), next_seq: 1 }),
+            checkpoint_bytes: CHECKPOINT_BYTES,
+            skip_checkpoint_on_close: false,
+            durable: None,
+        })
     }
 
     fn view(&self) -> Arc<View> {
@@ -154,8 +194,8 @@ fn create_tables(db: &redb::Database) -> Result<(), StorageError> {
     Ok(())
 }
 
-/// Applies the journal records the store lacks, commits them durably, and
-/// returns the number of the next batch.
+/// Applies the journal records the store lacks, commits them durably in one
+/// transaction, and returns the number of the next batch.
 fn replay(db: &redb::Database, records: Vec<journal::Record>) -> Result<u64, StorageError> {
     let stored = {
         let txn = db.begin_read().map_err(redb::Error::from)?;
@@ -164,6 +204,7 @@ fn replay(db: &redb::Database, records: Vec<journal::Record>) -> Result<u64, Sto
     };
     let mut next = stored + 1;
     let mut replayed = 0;
+    let mut pending = Pending::default();
     for record in records {
         if record.seq < next {
             continue; // in the store already
@@ -176,39 +217,37 @@ fn replay(db: &redb::Database, records: Vec<journal::Record>) -> Result<u64, Sto
                 record.seq - 1
             )));
         }
-        commit(db, &record.batch, next, redb::Durability::None)?;
+        pending.apply(&record.batch);
         next += 1;
         replayed += 1;
     }
     if replayed > 0 {
-        commit(db, &WriteBatch::default(), next - 1, redb::Durability::Immediate)?;
+        commit(db, &pending, next - 1, redb::Durability::Immediate)?;
         tracing::info!(batches = replayed, "replayed the journal");
     }
     Ok(next)
 }
 
-/// Commits `batch` and the journal number `seq` in one redb transaction.
-fn commit(db: &redb::Database, batch: &WriteBatch, seq: u64, durability: redb::Durability) -> Result<(), StorageError> {
+/// Commits every write of `pending`, table by table in key order, and the
+/// journal number `seq` of the last batch among them, in one redb
+/// transaction.
+fn commit(db: &redb::Database, pending: &Pending, seq: u64, durability: redb::Durability) -> Result<(), StorageError> {
     let mut txn = db.begin_write().map_err(redb::Error::from)?;
     txn.set_durability(durability).map_err(redb::Error::from)?;
-    {
-        // Only the tables the batch touches are opened.
-        let mut tables: Vec<Option<redb::Table<&[u8], &[u8]>>> = Keyspace::ALL.iter().map(|_| None).collect();
-        for (ks, key, value) in &batch.ops {
-            let slot = &mut tables[ks.index()];
-            if slot.is_none() {
-                *slot = Some(txn.open_table(definition(*ks)).map_err(redb::Error::from)?);
-            }
-            let table = slot.as_mut().expect("opened above");
-            match value {
-                Some(v) => {
-                    table.insert(key.as_slice(), v.as_slice()).map_err(redb::Error::from)?;
-                }
-                None => {
-                    table.remove(key.as_slice()).map_err(redb::Error::from)?;
-                }
-            }
+    for ks in Keyspace::ALL {
+        if pending.is_empty_in(ks) {
+            continue;
         }
+        let mut table = txn.open_table(definition(ks)).map_err(redb::Error::from)?;
+        for (key, value) in pending.entries(ks) {
+            match value {
+                Some(v) => table.insert(key, v).map(drop),
+                None => table.remove(key).map(drop),
+            }
+            .map_err(redb::Error::from)?;
+        }
+    }
+    {
         let mut journal = txn.open_table(JOURNAL_SEQ).map_err(redb::Error::from)?;
         journal.insert("seq", seq).map_err(redb::Error::from)?;
     }
@@ -235,9 +274,31 @@ fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+impl RedbKv {
+    /// Writes everything pending to redb, with the batch numbered `seq` the
+    /// last of it, and starts the journal over. On an error nothing changes:
+    /// the journal and the layer still hold every batch.
+    fn checkpoint(&self, writer: &mut Writer, pending: &Pending, seq: u64) -> Result<(), StorageError> {
+        let Some(journal) = &mut writer.journal else {
+            commit(&self.db, pending, seq, redb::Durability::None)?;
+            writer.pending = Pending::default();
+            return Ok(());
+        };
+        let (started, journal_bytes) = (std::time::Instant::now(), journal.bytes());
+        commit(&self.db, pending, seq, redb::Durability::Immediate)?;
+        writer.pending = Pending::default();
+        journal.start_over()?;
+        tracing::debug!(journal_bytes, micros = started.elapsed().as_micros() as u64, "checkpoint");
+        Ok(())
+    }
+}
+
 impl OrderedKv for RedbKv {
     fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
         let view = self.view();
+        if let Some(pending) = view.pending.get(ks, key) {
+            return Ok(pending.map(<[u8]>::to_vec));
+        }
         let found = view.tables[ks.index()].get(key).map_err(redb::Error::from)?;
         Ok(found.map(|v| v.value().to_vec()))
     }
@@ -252,47 +313,44 @@ impl OrderedKv for RedbKv {
             r.map(|(k, v)| (k.value().to_vec(), v.value().to_vec()))
                 .map_err(|e| StorageError::from(redb::Error::from(e)))
         };
-        if reverse {
-            Box::new(range.rev().map(map))
-        } else {
-            Box::new(range.map(map))
+        let stored: KvIter<'_> = if reverse { Box::new(range.rev().map(map)) } else { Box::new(range.map(map)) };
+        if view.pending.is_empty_in(ks) {
+            return stored;
         }
+        Box::new(view.pending.merge(ks, stored, lo, hi, reverse))
     }
 
-    /// The commit (and a checkpoint's durable write) happens outside
-    /// `publish`: readers keep reading the view before it, which the commit
-    /// does not change. Only the swap to the new view waits for them.
+    /// The batch goes to the journal and the pending layer, and readers get
+    /// a view with it; only the switch to that view waits for them. A
+    /// checkpoint's commit to redb happens outside `publish` too: readers
+    /// keep the view before it, whose pending layer holds what redb gains.
     fn apply_published(&self, batch: WriteBatch, publish: &RwLock<()>) -> Result<(), StorageError> {
         if batch.is_empty() {
             return Ok(());
         }
-        let publish_view = || -> Result<(), StorageError> {
-            let view = Arc::new(View::open(&self.db)?);
-            let _no_readers = publish.write();
-            *self.view.write() = view;
-            Ok(())
-        };
-        let Some(d) = &self.durable else {
-            commit(&self.db, &batch, 0, redb::Durability::None)?;
-            return publish_view();
-        };
-        // The view is replaced under the journal's lock too, so that views
-        // are published in commit order.
-        let mut state = d.journal.lock();
-        let seq = state.next_seq;
-        if state.journal.bytes() >= CHECKPOINT_BYTES {
-            // The checkpoint: this batch and every one before it are durable
-            // in redb, so the journal is not needed.
-            let (started, journal_bytes) = (std::time::Instant::now(), state.journal.bytes());
-            commit(&self.db, &batch, seq, redb::Durability::Immediate)?;
-            state.journal.start_over()?;
-            tracing::debug!(journal_bytes, micros = started.elapsed().as_micros() as u64, "checkpoint");
+        // The view is replaced under the writer's lock, so that views are
+        // published in batch order.
+        let mut writer = self.writer.lock();
+        let seq = writer.next_seq;
+        let view = if writer.checkpoint_due(self.checkpoint_bytes) {
+            // This batch and every one before it go to redb together (and
+            // are durable there), so the journal is not needed.
+            let mut pending = writer.pending.clone();
+            pending.apply(&batch);
+            self.checkpoint(&mut writer, &pending, seq)?;
+            View::open(&self.db)?
         } else {
-            commit(&self.db, &batch, seq, redb::Durability::None)?;
-            state.journal.append(seq, &batch)?;
-        }
-        state.next_seq += 1;
-        publish_view()
+            if let Some(journal) = &mut writer.journal {
+                journal.append(seq, &batch)?;
+            }
+            writer.pending.apply(&batch);
+            View { tables: Arc::clone(&self.view().tables), pending: writer.pending.clone() }
+        };
+        writer.next_seq += 1;
+        let view = Arc::new(view);
+        let _no_readers = publish.write();
+        *self.view.write() = view;
+        Ok(())
     }
 
     fn sync(&self) -> Result<(), StorageError> {
@@ -314,6 +372,24 @@ impl OrderedKv for RedbKv {
 
     fn cache_fill(&self) -> Option<CacheFill> {
         Some(CacheFill { used: self.db.cache_stats().used_bytes() as u64, capacity: self.cache_bytes })
+    }
+}
+
+/// Closing the store checkpoints what is pending, so that the next open has
+/// nothing to replay. (After a crash the journal still holds it.)
+impl Drop for RedbKv {
+    fn drop(&mut self) {
+        if self.durable.is_none() || self.skip_checkpoint_on_close {
+            return;
+        }
+        let mut writer = self.writer.lock();
+        if writer.pending.is_empty() {
+            return;
+        }
+        let (pending, seq) = (writer.pending.clone(), writer.next_seq - 1);
+        if let Err(e) = self.checkpoint(&mut writer, &pending, seq) {
+            tracing::error!(error = %e, "closing the store: the checkpoint failed; the journal will be replayed at the next open");
+        }
     }
 }
 
@@ -386,37 +462,48 @@ mod tests {
         assert_eq!(kv.get(Keyspace::Log, b"b").unwrap().as_deref(), Some(&b"log"[..]));
     }
 
+    /// The journal number redb holds: the last batch of its last checkpoint
+    /// (0 before the first).
+    fn stored_seq(db: &redb::Database) -> u64 {
+        let txn = db.begin_read().unwrap();
+        let table = txn.open_table(JOURNAL_SEQ).unwrap();
+        table.get("seq").unwrap().map_or(0, |v| v.value())
+    }
+
     #[test]
-    fn a_batch_commits_while_a_reader_holds_the_publish_lock_and_shows_once_it_lets_go() {
+    fn a_checkpoint_commits_while_a_reader_holds_the_publish_lock_and_shows_once_it_lets_go() {
         let dir = tempfile::tempdir().unwrap();
-        let kv = Arc::new(RedbKv::open(dir.path(), 1 << 20).unwrap());
+        let mut kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+        kv.checkpoint_bytes = 1; // every batch after the first one journaled
+        let kv = Arc::new(kv);
+        kv.apply(put(Keyspace::Log, b"a", b"1")).unwrap();
+        assert_eq!(stored_seq(&kv.db), 0, "the first batch waits in the journal");
         let publish = Arc::new(RwLock::new(()));
         let reading = publish.read();
         let writer = {
             let (kv, publish) = (Arc::clone(&kv), Arc::clone(&publish));
             std::thread::spawn(move || kv.apply_published(put(Keyspace::Log, b"k", b"v"), &publish))
         };
-        // The commit does not wait for the reader: a fresh redb read sees it...
-        let committed = || {
-            let txn = kv.db.begin_read().unwrap();
-            txn.open_table(definition(Keyspace::Log)).unwrap().get(&b"k"[..]).unwrap().is_some()
-        };
+        // The checkpoint does not wait for the reader: redb holds both batches...
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !committed() {
-            assert!(std::time::Instant::now() < deadline, "the commit waited for the reader");
+        while stored_seq(&kv.db) != 2 {
+            assert!(std::time::Instant::now() < deadline, "the checkpoint waited for the reader");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         // ...while the reader's view stays where it was, until it lets go.
         assert_eq!(kv.get(Keyspace::Log, b"k").unwrap(), None);
+        assert_eq!(kv.get(Keyspace::Log, b"a").unwrap().as_deref(), Some(&b"1"[..]));
         drop(reading);
         writer.join().unwrap().unwrap();
         assert_eq!(kv.get(Keyspace::Log, b"k").unwrap().as_deref(), Some(&b"v"[..]));
+        assert!(kv.view().pending.is_empty());
     }
 
     #[test]
     fn the_cache_fills_up_to_its_ceiling_and_no_further() {
         let dir = tempfile::tempdir().unwrap();
-        let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+        let mut kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+        kv.checkpoint_bytes = 256 << 10; // redb is written at checkpoints only
         let value = vec![7u8; 1000];
         for i in 0..40u32 {
             let mut b = WriteBatch::default();
@@ -459,7 +546,9 @@ mod tests {
         // holding batches 1 to 3 (batch 1 again, as before a checkpoint).
         {
             let db = redb::Database::create(dir.path().join(FILE_NAME)).unwrap();
-            commit(&db, &put(Keyspace::Log, b"1", b"one"), 1, redb::Durability::Immediate).unwrap();
+            let mut pending = Pending::default();
+            pending.apply(&put(Keyspace::Log, b"1", b"one"));
+            commit(&db, &pending, 1, redb::Durability::Immediate).unwrap();
         }
         let (mut journal, _) = Journal::open(dir.path()).unwrap();
         journal.append(1, &put(Keyspace::Log, b"1", b"one, journaled")).unwrap();
@@ -473,13 +562,19 @@ mod tests {
         assert_eq!(kv.get(Keyspace::Log, b"1").unwrap().as_deref(), Some(&b"one"[..]));
         assert_eq!(kv.get(Keyspace::Log, b"2").unwrap(), None);
         assert_eq!(kv.get(Keyspace::Log, b"3").unwrap().as_deref(), Some(&b"three"[..]));
-        assert_eq!(kv.durable.as_ref().unwrap().journal.lock().next_seq, 4);
+        assert_eq!(kv.writer.lock().next_seq, 4);
+        assert_eq!(stored_seq(&kv.db), 3, "replayed and committed at the open");
         // The next batch continues the numbering, in a journal started over.
         kv.apply(put(Keyspace::Log, b"4", b"four")).unwrap();
         kv.sync().unwrap();
         let journal = std::fs::read(dir.path().join(journal::FILE_NAME)).unwrap();
         assert_eq!(u64::from_le_bytes(journal[12..20].try_into().unwrap()), 4);
+        // Closed cleanly, the store checkpoints batch 4 and empties the journal.
         drop(kv);
+        assert_eq!(std::fs::metadata(dir.path().join(journal::FILE_NAME)).unwrap().len(), 0);
+        let db = redb::Database::create(dir.path().join(FILE_NAME)).unwrap();
+        assert_eq!(stored_seq(&db), 4);
+        drop(db);
 
         // A journal that starts past the store's next batch: batches lost.
         let gap = tempfile::tempdir().unwrap();
@@ -504,18 +599,139 @@ mod tests {
             kv.apply(put(Keyspace::Versions, &i.to_be_bytes(), &big)).unwrap();
             i += 1;
         }
+        // Until then redb was not written: the writes are pending, and read.
+        assert_eq!(stored_seq(&kv.db), 0);
+        assert_eq!(kv.get(Keyspace::Versions, &0u32.to_be_bytes()).unwrap().map(|v| v.len()), Some(1 << 20));
         // The next batch is the checkpoint: durable in redb, journal empty.
         kv.apply(put(Keyspace::Versions, &i.to_be_bytes(), b"last")).unwrap();
         assert_eq!(journal_bytes(), 0);
-        let stored = |db: &redb::Database| {
-            let txn = db.begin_read().unwrap();
-            let table = txn.open_table(JOURNAL_SEQ).unwrap();
-            table.get("seq").unwrap().map(|v| v.value())
-        };
-        assert_eq!(stored(&kv.db), Some(u64::from(i) + 1));
+        assert_eq!(stored_seq(&kv.db), u64::from(i) + 1);
+        assert!(kv.view().pending.is_empty());
         drop(kv);
         let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
         assert_eq!(kv.get(Keyspace::Versions, &i.to_be_bytes()).unwrap().as_deref(), Some(&b"last"[..]));
         assert_eq!(kv.get(Keyspace::Versions, &0u32.to_be_bytes()).unwrap().map(|v| v.len()), Some(1 << 20));
+    }
+
+    mod model {
+        //! The backend against a `BTreeMap`: batches of puts and deletes,
+        //! checkpoints every few bytes, clean reopens and crashes, each
+        //! followed by every get and a set of scans both ways.
+        use super::*;
+        use crate::kv::KvPair;
+        use proptest::prelude::*;
+        use std::collections::BTreeMap;
+
+        #[derive(Debug, Clone)]
+        enum Step {
+            /// (keyspace is `Sp`, key, value or delete)
+            Batch(Vec<(bool, Vec<u8>, Option<u8>)>),
+            Reopen,
+            /// Dropped without the closing checkpoint, as a killed process
+            /// leaves it: only the journal has what is pending.
+            Crash,
+        }
+
+        fn key() -> impl Strategy<Value = Vec<u8>> {
+            prop::collection::vec(0u8..3, 1..3)
+        }
+
+        fn step() -> impl Strategy<Value = Step> {
+            prop_oneof![
+                8 => prop::collection::vec((any::<bool>(), key(), prop::option::of(any::<u8>())), 1..6).prop_map(Step::Batch),
+                1 => Just(Step::Reopen),
+                1 => Just(Step::Crash),
+            ]
+        }
+
+        fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+            prop_oneof![
+                Just(Bound::Unbounded),
+                key().prop_map(Bound::Included),
+                key().prop_map(Bound::Excluded),
+            ]
+        }
+
+        fn within(k: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+            (match lo {
+                Bound::Included(l) => k >= l.as_slice(),
+                Bound::Excluded(l) => k > l.as_slice(),
+                Bound::Unbounded => true,
+            }) && (match hi {
+                Bound::Included(h) => k <= h.as_slice(),
+                Bound::Excluded(h) => k < h.as_slice(),
+                Bound::Unbounded => true,
+            })
+        }
+
+        fn open(dir: &Path, checkpoint_bytes: u64) -> RedbKv {
+            let mut kv = RedbKv::open(dir, 1 << 20).unwrap();
+            kv.checkpoint_bytes = checkpoint_bytes;
+            kv
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(48))]
+            #[test]
+            fn reads_match_a_map_through_checkpoints_reopens_and_crashes(
+                steps in prop::collection::vec(step(), 1..30),
+                scans in prop::collection::vec((bound(), bound(), any::<bool>()), 1..5),
+                checkpoint_bytes in 1u64..60,
+            ) {
+                let dir = tempfile::tempdir().unwrap();
+                let mut kv = open(dir.path(), checkpoint_bytes);
+                let mut model: [BTreeMap<Vec<u8>, Vec<u8>>; 2] = Default::default();
+                for step in steps {
+                    match step {
+                        Step::Batch(ops) => {
+                            let mut batch = WriteBatch::default();
+                            for (sp, key, value) in ops {
+                                let (ks, m) = if sp { (Keyspace::Sp, 0) } else { (Keyspace::Log, 1) };
+                                match value {
+                                    Some(v) => {
+                                        batch.put(ks, key.clone(), vec![v]);
+                                        model[m].insert(key, vec![v]);
+                                    }
+                                    None => {
+                                        batch.delete(ks, key.clone());
+                                        model[m].remove(&key);
+                                    }
+                                }
+                            }
+                            kv.apply(batch).unwrap();
+                        }
+                        Step::Reopen => {
+                            drop(kv);
+                            kv = open(dir.path(), checkpoint_bytes);
+                        }
+                        Step::Crash => {
+                            kv.skip_checkpoint_on_close = true;
+                            drop(kv);
+                            kv = open(dir.path(), checkpoint_bytes);
+                        }
+                    }
+                    for (m, ks) in [Keyspace::Sp, Keyspace::Log].into_iter().enumerate() {
+                        for a in 0..3u8 {
+                            for key in [vec![a], vec![a, 0], vec![a, 1], vec![a, 2]] {
+                                prop_assert_eq!(kv.get(ks, &key).unwrap(), model[m].get(&key).cloned(), "get {:?}", key);
+                            }
+                        }
+                        for (lo, hi, reverse) in &scans {
+                            let got: Vec<KvPair> =
+                                kv.scan(ks, lo.clone(), hi.clone(), *reverse).map(Result::unwrap).collect();
+                            let mut want: Vec<KvPair> = model[m]
+                                .iter()
+                                .filter(|(k, _)| within(k, lo, hi))
+                                .map(|(k, v)| (k.clone(), v.clone()))
+                                .collect();
+                            if *reverse {
+                                want.reverse();
+                            }
+                            prop_assert_eq!(got, want, "scan {:?}..{:?} reverse {}", lo, hi, reverse);
+                        }
+                    }
+                }
+            }
+        }
     }
 }
