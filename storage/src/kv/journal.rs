@@ -1,14 +1,16 @@
-//! The redb store's journal, `DIR/tempora.journal`: every batch applied since
-//! the last durable redb commit, in order, so that a durable write costs one
-//! sequential append and one `fdatasync` instead of a redb durable commit.
+//! The redb store's journal: every batch applied since the last durable redb
+//! commit, in order, so that a durable write costs one sequential append and
+//! one `fdatasync` instead of a redb durable commit. Two files,
+//! `DIR/tempora.journal` and `DIR/tempora.journal.2`: batches go to one while
+//! a checkpoint writes the batches of the other to redb.
 //!
 //! A redb durable commit writes every page the commits since the previous
 //! one changed, scattered over the file, then the header, and holds redb's
 //! write lock all the while, so the writer cannot apply the next group
 //! during it. Appending the batch here and syncing this file is what sled's
 //! log did: sequential, and it runs while the writer goes on. From time to
-//! time (`RedbKv`'s checkpoint) a batch is committed durably in redb and the
-//! journal starts over.
+//! time (`RedbKv`'s checkpoint) the batches are committed durably in redb and
+//! their journal starts over.
 //!
 //! Record: `len: u32 LE | check: 8 bytes | body`, where `check` is the
 //! start of the BLAKE3 hash of `body` and `body` is `seq: u64 LE`, then per
@@ -22,7 +24,9 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::Path;
 
-pub const FILE_NAME: &str = "tempora.journal";
+/// The journal's two files; the first is the one stores made before the
+/// second existed.
+pub const FILE_NAMES: [&str; 2] = ["tempora.journal", "tempora.journal.2"];
 
 const HEADER: usize = 4 + 8;
 
@@ -40,13 +44,13 @@ pub struct Record {
 }
 
 impl Journal {
-    /// Opens (creating if needed) the journal in `dir` and reads back its
-    /// records: the run of whole, intact records with consecutive `seq` from
+    /// Opens (creating if needed) the journal file `name` in `dir` and reads
+    /// back its records: the run of whole, intact records with consecutive `seq` from
     /// the start of the file. What follows the run is a record cut short by
     /// a crash, or bytes of an earlier run left behind when the journal
     /// started over; either way, never a write that was acknowledged.
-    pub fn open(dir: &Path) -> std::io::Result<(Journal, Vec<Record>)> {
-        let path = dir.join(FILE_NAME);
+    pub fn open(dir: &Path, name: &str) -> std::io::Result<(Journal, Vec<Record>)> {
+        let path = dir.join(name);
         let created = !path.exists();
         let mut file = File::options().read(true).append(true).create(true).open(&path)?;
         if created {
@@ -181,52 +185,52 @@ mod tests {
     #[test]
     fn records_read_back_as_written_up_to_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut j, none) = Journal::open(dir.path()).unwrap();
+        let (mut j, none) = Journal::open(dir.path(), FILE_NAMES[0]).unwrap();
         assert!(none.is_empty());
         for i in 1..=3 {
             j.append(i as u64, &batch(i)).unwrap();
         }
-        let whole = std::fs::read(dir.path().join(FILE_NAME)).unwrap();
+        let whole = std::fs::read(dir.path().join(FILE_NAMES[0])).unwrap();
         drop(j);
-        let (_, back) = Journal::open(dir.path()).unwrap();
+        let (_, back) = Journal::open(dir.path(), FILE_NAMES[0]).unwrap();
         assert_eq!(seqs(&back), [1, 2, 3]);
         assert_eq!(format!("{:?}", back[1].batch), format!("{:?}", batch(2)));
         // Every cut inside the last record loses that record only.
         let last_start = whole.len() - encode(3, &batch(3)).len();
         for cut in [last_start + 1, last_start + HEADER, whole.len() - 1] {
-            std::fs::write(dir.path().join(FILE_NAME), &whole[..cut]).unwrap();
-            let (_, back) = Journal::open(dir.path()).unwrap();
+            std::fs::write(dir.path().join(FILE_NAMES[0]), &whole[..cut]).unwrap();
+            let (_, back) = Journal::open(dir.path(), FILE_NAMES[0]).unwrap();
             assert_eq!(seqs(&back), [1, 2], "cut at {cut}");
         }
         // A flipped bit in the middle record ends the run there.
         let mut flipped = whole.clone();
         flipped[last_start - 10] ^= 0x40;
-        std::fs::write(dir.path().join(FILE_NAME), &flipped).unwrap();
-        assert_eq!(seqs(&Journal::open(dir.path()).unwrap().1), [1]);
+        std::fs::write(dir.path().join(FILE_NAMES[0]), &flipped).unwrap();
+        assert_eq!(seqs(&Journal::open(dir.path(), FILE_NAMES[0]).unwrap().1), [1]);
     }
 
     #[test]
     fn stale_records_after_a_fresh_start_are_not_read() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        let (mut j, _) = Journal::open(dir.path(), FILE_NAMES[0]).unwrap();
         for i in 1..=4 {
             j.append(i as u64, &batch(i)).unwrap();
         }
-        let old = std::fs::read(dir.path().join(FILE_NAME)).unwrap();
+        let old = std::fs::read(dir.path().join(FILE_NAMES[0])).unwrap();
         // The journal started over and got two records, but the truncation
         // did not reach the disk: the new records lie over the old ones.
         let mut new = encode(9, &batch(9));
         new.extend(encode(10, &batch(10)));
         let mut on_disk = new.clone();
         on_disk.extend_from_slice(&old[new.len().min(old.len())..]);
-        std::fs::write(dir.path().join(FILE_NAME), &on_disk).unwrap();
-        assert_eq!(seqs(&Journal::open(dir.path()).unwrap().1), [9, 10]);
+        std::fs::write(dir.path().join(FILE_NAMES[0]), &on_disk).unwrap();
+        assert_eq!(seqs(&Journal::open(dir.path(), FILE_NAMES[0]).unwrap().1), [9, 10]);
         // And a journal started over holds nothing.
-        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        let (mut j, _) = Journal::open(dir.path(), FILE_NAMES[0]).unwrap();
         j.start_over().unwrap();
         assert_eq!(j.bytes(), 0);
         j.append(11, &batch(11)).unwrap();
         drop(j);
-        assert_eq!(seqs(&Journal::open(dir.path()).unwrap().1), [11]);
+        assert_eq!(seqs(&Journal::open(dir.path(), FILE_NAMES[0]).unwrap().1), [11]);
     }
 }

@@ -1,0 +1,377 @@
+//! [`OrderedKv`] on redb: one redb table per [`Keyspace`] in one file,
+//! `DIR/tempora.redb` (redb's copy-on-write B-trees make a commit
+//! all-or-nothing across tables).
+//!
+//! Why a second backend: sled 0.34 keeps a record in memory of every page it
+//! has ever paged out, and its leaves hold at most 16 keys, so its memory
+//! grows with the store (about 100 bytes per fact version). redb keeps no
+//! per-page state beyond its cache, which is bounded, so memory stays flat
+//! however large the store grows.
+//!
+//! A batch is not written to redb when it is applied. [`OrderedKv::apply`]
+//! appends it to the journal (`kv/journal.rs`) and to the active [`Pending`]
+//! layer in memory, which readers see over redb's state, and
+//! [`OrderedKv::sync`] is one `fdatasync` of the journal. Once the journal
+//! holds [`CHECKPOINT_BYTES`], the layer is frozen and a checkpoint thread
+//! writes it to redb in one transaction, in key order, committed with
+//! `Durability::Immediate` (redb writes the changed pages, syncs, then writes
+//! and syncs its header); batches meanwhile go to a new layer and the other
+//! journal file. One transaction of tens of thousands of writes costs redb a
+//! third per write of what batches of fifty do (`kv/pending.rs` says why),
+//! and the writer does not wait for it. Each checkpoint also stores the last
+//! batch's journal number, so a reopen replays exactly the journal records
+//! the store lacks; closing the store checkpoints what is pending, so a clean
+//! restart replays nothing. `writer.rs` has the writer's side.
+//!
+//! Reads go through a [`View`]: a read transaction with every table open,
+//! opened after each checkpoint, and the layers as they were after the last
+//! batch. A reader takes the current view (one `Arc` clone) and never waits
+//! for the writer.
+
+mod writer;
+
+use super::journal::{self, Journal};
+use super::pending::Pending;
+use super::{CacheFill, Keyspace, KvIter, OrderedKv, WriteBatch};
+use crate::error::StorageError;
+use parking_lot::{Condvar, Mutex, RwLock};
+use redb::{ReadableDatabase, TableDefinition};
+use std::fs::File;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use writer::Writer;
+
+/// The store's file inside the data directory.
+pub const FILE_NAME: &str = "tempora.redb";
+
+type Table = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+type Entry = (redb::AccessGuard<'static, &'static [u8]>, redb::AccessGuard<'static, &'static [u8]>);
+
+/// Journal bytes after which the batches in it are checkpointed into redb.
+/// Bigger means fewer checkpoints, each cheaper per write, but more memory
+/// (the layer holds about as much as the journal) and more to replay after a
+/// crash.
+pub const CHECKPOINT_BYTES: u64 = 8 << 20;
+
+fn definition(ks: Keyspace) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
+    TableDefinition::new(ks.name())
+}
+
+/// The cache of a temporary store: redb's own default.
+const DEFAULT_TEMPORARY_CACHE: u64 = 1 << 30;
+
+/// The journal number of the last batch in the store, under key `seq`.
+const JOURNAL_SEQ: TableDefinition<'static, &'static str, u64> = TableDefinition::new("journal");
+
+pub struct RedbKv {
+    shared: Arc<Shared>,
+    /// The page cache's ceiling, as given to redb.
+    cache_bytes: u64,
+    /// [`CHECKPOINT_BYTES`] but in tests.
+    checkpoint_bytes: u64,
+    /// Set by tests that drop the store as a crash would leave it.
+    skip_checkpoint_on_close: bool,
+    /// `None` for a temporary store, which lives in memory and promises
+    /// nothing after a crash.
+    durable: Option<Durable>,
+}
+
+/// What the store and its checkpoint thread share.
+struct Shared {
+    db: redb::Database,
+    view: RwLock<Arc<View>>,
+    /// Locked for the whole of an apply: the journal's order is the order
+    /// batches are applied and views published in. A checkpoint takes it to
+    /// finish. (Always this lock first, then redb's.)
+    writer: Mutex<Writer>,
+    /// Signalled when a checkpoint finishes, for a writer waiting to start
+    /// the next.
+    checkpoint_done: Condvar,
+    /// Makes every checkpoint fail, as a full disk would.
+    #[cfg(test)]
+    fail_checkpoints: std::sync::atomic::AtomicBool,
+}
+
+struct Durable {
+    /// The data directory, which holds the store's file and the journal.
+    dir: PathBuf,
+    /// Second handles on the journal's files, synced without the writer's
+    /// lock.
+    sync_handles: Vec<File>,
+}
+
+/// The state readers see: redb's at the last checkpoint, the layer a
+/// checkpoint is writing to redb (if one is under way), and the writes since.
+struct View {
+    tables: Arc<[Table]>,
+    frozen: Option<Pending>,
+    active: Pending,
+}
+
+impl View {
+    /// redb's tables as they are now.
+    fn tables(db: &redb::Database) -> Result<Arc<[Table]>, StorageError> {
+        let txn = db.begin_read().map_err(redb::Error::from)?;
+        Keyspace::ALL
+            .iter()
+            .map(|ks| txn.open_table(definition(*ks)).map_err(|e| StorageError::from(redb::Error::from(e))))
+            .collect()
+    }
+
+    /// The layers over redb, newest first.
+    fn layers(&self) -> impl Iterator<Item = &Pending> {
+        std::iter::once(&self.active).chain(&self.frozen)
+    }
+}
+
+impl RedbKv {
+    /// Opens (creating if needed) the store in `dir`, with a page cache of
+    /// `cache_bytes`, and replays what its journal holds beyond the store's
+    /// last durable commit.
+    pub fn open(dir: &Path, cache_bytes: u64) -> Result<Self, StorageError> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(FILE_NAME);
+        let created = !path.exists();
+        let db = redb::Database::builder()
+            .set_cache_size(usize::try_from(cache_bytes).unwrap_or(usize::MAX))
+            .create(&path)
+            .map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => StorageError::Locked(dir.display().to_string()),
+                other => StorageError::from(redb::Error::from(other)),
+            })?;
+        if created {
+            // The new file's directory entry, so that the first synced
+            // commit cannot be lost with the name that points to it.
+            File::open(dir)?.sync_all()?;
+        }
+        create_tables(&db)?;
+        let (mut journals, mut records) = (Vec::new(), Vec::new());
+        for name in journal::FILE_NAMES {
+            let (journal, found) = Journal::open(dir, name)?;
+            journals.push(journal);
+            records.extend(found);
+        }
+        records.sort_by_key(|r| r.seq);
+        let next_seq = replay(&db, records)?;
+        for journal in &mut journals {
+            journal.start_over()?;
+        }
+        let sync_handles = journals.iter().map(Journal::sync_handle).collect::<Result<_, _>>()?;
+        let durable = Durable { dir: dir.to_path_buf(), sync_handles };
+        Self::with(db, cache_bytes, Writer::new(journals, next_seq), Some(durable))
+    }
+
+    /// A store that lives in memory, for tests.
+    pub fn temporary() -> Result<Self, StorageError> {
+        let cache_bytes = DEFAULT_TEMPORARY_CACHE;
+        let db = redb::Database::builder()
+            .set_cache_size(cache_bytes as usize)
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(redb::Error::from)?;
+        create_tables(&db)?;
+        Self::with(db, cache_bytes, Writer::new(Vec::new(), 1), None)
+    }
+
+    fn with(db: redb::Database, cache_bytes: u64, writer: Writer, durable: Option<Durable>) -> Result<Self, StorageError> {
+        let view = View { tables: View::tables(&db)?, frozen: None, active: Pending::default() };
+        let shared = Shared {
+            db,
+            view: RwLock::new(Arc::new(view)),
+            writer: Mutex::new(writer),
+            checkpoint_done: Condvar::new(),
+            #[cfg(test)]
+            fail_checkpoints: Default::default(),
+        };
+        Ok(RedbKv {
+            shared: Arc::new(shared),
+            cache_bytes,
+            checkpoint_bytes: CHECKPOINT_BYTES,
+            skip_checkpoint_on_close: false,
+            durable,
+        })
+    }
+
+    fn view(&self) -> Arc<View> {
+        Arc::clone(&self.shared.view.read())
+    }
+}
+
+/// Creates the tables a new store lacks, so that every view can open all of
+/// them.
+fn create_tables(db: &redb::Database) -> Result<(), StorageError> {
+    let txn = db.begin_write().map_err(redb::Error::from)?;
+    for ks in Keyspace::ALL {
+        txn.open_table(definition(ks)).map_err(redb::Error::from)?;
+    }
+    txn.open_table(JOURNAL_SEQ).map_err(redb::Error::from)?;
+    txn.commit().map_err(redb::Error::from)?;
+    Ok(())
+}
+
+/// Applies the journal records the store lacks, commits them durably in one
+/// transaction, and returns the number of the next batch.
+fn replay(db: &redb::Database, records: Vec<journal::Record>) -> Result<u64, StorageError> {
+    let stored = {
+        let txn = db.begin_read().map_err(redb::Error::from)?;
+        let table = txn.open_table(JOURNAL_SEQ).map_err(redb::Error::from)?;
+        table.get("seq").map_err(redb::Error::from)?.map_or(0, |v| v.value())
+    };
+    let mut next = stored + 1;
+    let mut replayed = 0;
+    let mut pending = Pending::default();
+    for record in records {
+        if record.seq < next {
+            continue; // in the store already
+        }
+        if record.seq > next {
+            return Err(StorageError::Corrupt(format!(
+                "the journal's batch {} follows the store's batch {}: batches {next} to {} are missing",
+                record.seq,
+                next - 1,
+                record.seq - 1
+            )));
+        }
+        pending.apply(&record.batch);
+        next += 1;
+        replayed += 1;
+    }
+    if replayed > 0 {
+        commit(db, &pending, next - 1, redb::Durability::Immediate)?;
+        tracing::info!(batches = replayed, "replayed the journal");
+    }
+    Ok(next)
+}
+
+/// Commits every write of `pending`, table by table in key order, and the
+/// journal number `seq` of the last batch among them, in one redb
+/// transaction.
+fn commit(db: &redb::Database, pending: &Pending, seq: u64, durability: redb::Durability) -> Result<(), StorageError> {
+    let mut txn = db.begin_write().map_err(redb::Error::from)?;
+    txn.set_durability(durability).map_err(redb::Error::from)?;
+    for ks in Keyspace::ALL {
+        if pending.is_empty_in(ks) {
+            continue;
+        }
+        let mut table = txn.open_table(definition(ks)).map_err(redb::Error::from)?;
+        for (key, value) in pending.entries(ks) {
+            match value {
+                Some(v) => table.insert(key, v).map(drop),
+                None => table.remove(key).map(drop),
+            }
+            .map_err(redb::Error::from)?;
+        }
+    }
+    {
+        let mut journal = txn.open_table(JOURNAL_SEQ).map_err(redb::Error::from)?;
+        journal.insert("seq", seq).map_err(redb::Error::from)?;
+    }
+    txn.commit().map_err(redb::Error::from)?;
+    Ok(())
+}
+
+impl From<redb::Error> for StorageError {
+    fn from(e: redb::Error) -> Self {
+        match e {
+            redb::Error::Io(io) => StorageError::Io(io),
+            redb::Error::Corrupted(what) => StorageError::Corrupt(format!("redb reports corruption: {what}")),
+            redb::Error::DatabaseAlreadyOpen => StorageError::Locked("the store's file".into()),
+            other => StorageError::Backend(other.to_string()),
+        }
+    }
+}
+
+fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    b.as_ref().map(Vec::as_slice)
+}
+
+impl OrderedKv for RedbKv {
+    fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        let view = self.view();
+        if let Some(pending) = view.layers().find_map(|layer| layer.get(ks, key)) {
+            return Ok(pending.map(<[u8]>::to_vec));
+        }
+        let found = view.tables[ks.index()].get(key).map_err(redb::Error::from)?;
+        Ok(found.map(|v| v.value().to_vec()))
+    }
+
+    fn scan(&self, ks: Keyspace, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> KvIter<'_> {
+        let view = self.view();
+        let range = match view.tables[ks.index()].range::<&[u8]>((as_slice(&lo), as_slice(&hi))) {
+            Ok(range) => range,
+            Err(e) => return Box::new(std::iter::once(Err(redb::Error::from(e).into()))),
+        };
+        let map = |r: Result<Entry, redb::StorageError>| {
+            r.map(|(k, v)| (k.value().to_vec(), v.value().to_vec()))
+                .map_err(|e| StorageError::from(redb::Error::from(e)))
+        };
+        let mut merged: KvIter<'_> = if reverse { Box::new(range.rev().map(map)) } else { Box::new(range.map(map)) };
+        // Oldest layer first, so that each newer one goes over it.
+        for layer in [view.frozen.as_ref(), Some(&view.active)].into_iter().flatten() {
+            if !layer.is_empty_in(ks) {
+                merged = Box::new(layer.merge(ks, merged, lo.clone(), hi.clone(), reverse));
+            }
+        }
+        merged
+    }
+
+    /// The batch goes to the journal and the active layer, and readers get a
+    /// view with it; only the switch to that view waits for them. A
+    /// checkpoint writes to redb on its own thread, outside `publish`.
+    fn apply_published(&self, batch: WriteBatch, publish: &RwLock<()>) -> Result<(), StorageError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // The view is replaced under the writer's lock, so that views are
+        // published in batch order.
+        let mut writer = self.shared.writer.lock();
+        if writer.checkpoint_due(self.checkpoint_bytes) {
+            Shared::start_checkpoint(&self.shared, &mut writer)?;
+        }
+        writer.append(&batch)?;
+        let view = Arc::new(View {
+            tables: Arc::clone(&self.view().tables),
+            frozen: writer.frozen().cloned(),
+            active: writer.active().clone(),
+        });
+        let _no_readers = publish.write();
+        *self.shared.view.write() = view;
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), StorageError> {
+        // Every batch applied so far is in a journal file, or durable in
+        // redb if a checkpoint came after it. Both files: the batches of a
+        // checkpoint under way are in the one not appended to now.
+        for handle in self.durable.iter().flat_map(|d| &d.sync_handles) {
+            handle.sync_data()?;
+        }
+        Ok(())
+    }
+
+    fn size_on_disk(&self) -> Option<u64> {
+        // From the files, not the writer's lock.
+        let dir = &self.durable.as_ref()?.dir;
+        let len = |name: &str| std::fs::metadata(dir.join(name)).ok().map(|m| m.len());
+        Some(len(FILE_NAME)? + journal::FILE_NAMES.iter().filter_map(|name| len(name)).sum::<u64>())
+    }
+
+    fn cache_fill(&self) -> Option<CacheFill> {
+        Some(CacheFill { used: self.shared.db.cache_stats().used_bytes() as u64, capacity: self.cache_bytes })
+    }
+}
+
+/// Closing the store waits for a checkpoint under way and checkpoints what
+/// is pending, so that the next open has nothing to replay. (After a crash
+/// the journal still holds it.)
+impl Drop for RedbKv {
+    fn drop(&mut self) {
+        let checkpoint = self.durable.is_some() && !self.skip_checkpoint_on_close;
+        if let Err(e) = Shared::close(&self.shared, checkpoint) {
+            tracing::error!(error = %e, "closing the store: the checkpoint failed; the journal will be replayed at the next open");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,401 @@
+//! The redb backend: its reads, batches, checkpoints, journal replay.
+
+use super::*;
+
+fn put(ks: Keyspace, k: &[u8], v: &[u8]) -> WriteBatch {
+    let mut b = WriteBatch::default();
+    b.put(ks, k.to_vec(), v.to_vec());
+    b
+}
+
+fn keys(it: KvIter<'_>) -> Vec<Vec<u8>> {
+    it.map(|r| r.unwrap().0).collect()
+}
+
+#[test]
+fn scans_in_both_directions_and_empty_ranges_yield_nothing() {
+    let kv = RedbKv::temporary().unwrap();
+    let mut b = WriteBatch::default();
+    for k in [b"a", b"b", b"c", b"d"] {
+        b.put(Keyspace::Sp, k.to_vec(), k.to_vec());
+    }
+    b.put(Keyspace::Ps, b"b".to_vec(), b"other keyspace".to_vec());
+    kv.apply(b).unwrap();
+    let range = |lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev| {
+        keys(kv.scan(Keyspace::Sp, lo.map(|k| k.to_vec()), hi.map(|k| k.to_vec()), rev))
+    };
+    assert_eq!(range(Bound::Included(b"b"), Bound::Excluded(b"d"), false), [b"b".to_vec(), b"c".to_vec()]);
+    assert_eq!(
+        range(Bound::Excluded(b"a"), Bound::Included(b"d"), true),
+        [b"d".to_vec(), b"c".to_vec(), b"b".to_vec()]
+    );
+    assert_eq!(range(Bound::Unbounded, Bound::Unbounded, false).len(), 4);
+    assert!(range(Bound::Included(b"c"), Bound::Excluded(b"b"), false).is_empty());
+    assert!(range(Bound::Included(b"c"), Bound::Excluded(b"c"), true).is_empty());
+    assert!(range(Bound::Excluded(b"c"), Bound::Included(b"c"), false).is_empty());
+    assert_eq!(kv.get(Keyspace::Ps, b"b").unwrap().as_deref(), Some(&b"other keyspace"[..]));
+    assert_eq!(kv.get(Keyspace::Ps, b"a").unwrap(), None);
+}
+
+#[test]
+fn a_scan_keeps_the_state_it_started_on_while_writes_go_on() {
+    let kv = RedbKv::temporary().unwrap();
+    kv.apply(put(Keyspace::Log, b"1", b"x")).unwrap();
+    let mut it = kv.scan(Keyspace::Log, Bound::Unbounded, Bound::Unbounded, false);
+    let mut b = put(Keyspace::Log, b"2", b"y");
+    b.delete(Keyspace::Log, b"1".to_vec());
+    kv.apply(b).unwrap();
+    assert_eq!(it.next().unwrap().unwrap().0, b"1");
+    assert!(it.next().is_none());
+    assert_eq!(keys(kv.scan(Keyspace::Log, Bound::Unbounded, Bound::Unbounded, false)), [b"2".to_vec()]);
+}
+
+#[test]
+fn within_one_batch_the_later_write_to_a_key_wins_whatever_the_tables_between() {
+    let kv = RedbKv::temporary().unwrap();
+    let mut b = put(Keyspace::Sp, b"b", b"first");
+    b.put(Keyspace::Log, b"b".to_vec(), b"log".to_vec());
+    b.delete(Keyspace::Sp, b"b".to_vec());
+    b.put(Keyspace::Sp, b"c".to_vec(), b"doomed".to_vec());
+    b.put(Keyspace::Sp, b"a".to_vec(), b"a".to_vec());
+    b.put(Keyspace::Sp, b"b".to_vec(), b"last".to_vec());
+    b.delete(Keyspace::Sp, b"c".to_vec());
+    kv.apply(b).unwrap();
+    assert_eq!(kv.get(Keyspace::Sp, b"b").unwrap().as_deref(), Some(&b"last"[..]));
+    assert_eq!(kv.get(Keyspace::Sp, b"c").unwrap(), None);
+    assert_eq!(kv.get(Keyspace::Sp, b"a").unwrap().as_deref(), Some(&b"a"[..]));
+    assert_eq!(kv.get(Keyspace::Log, b"b").unwrap().as_deref(), Some(&b"log"[..]));
+}
+
+/// The journal number redb holds: the last batch of its last checkpoint
+/// (0 before the first).
+fn stored_seq(db: &redb::Database) -> u64 {
+    let txn = db.begin_read().unwrap();
+    let table = txn.open_table(JOURNAL_SEQ).unwrap();
+    table.get("seq").unwrap().map_or(0, |v| v.value())
+}
+
+/// Waits for the checkpoint under way, if any.
+fn wait_for_checkpoint(kv: &RedbKv) {
+    kv.shared.finish_checkpoint(&mut kv.shared.writer.lock()).unwrap();
+}
+
+#[test]
+fn a_checkpoint_commits_while_a_reader_holds_the_publish_lock_and_the_batch_shows_once_it_lets_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+    kv.checkpoint_bytes = 1; // every batch after the first one journaled
+    let kv = Arc::new(kv);
+    kv.apply(put(Keyspace::Log, b"a", b"1")).unwrap();
+    assert_eq!(stored_seq(&kv.shared.db), 0, "the first batch waits in the journal");
+    let publish = Arc::new(RwLock::new(()));
+    let reading = publish.read();
+    let writer = {
+        let (kv, publish) = (Arc::clone(&kv), Arc::clone(&publish));
+        std::thread::spawn(move || kv.apply_published(put(Keyspace::Log, b"k", b"v"), &publish))
+    };
+    // The checkpoint of the first batch does not wait for the reader...
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while stored_seq(&kv.shared.db) != 1 {
+        assert!(std::time::Instant::now() < deadline, "the checkpoint waited for the reader");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // ...while the reader's view stays where it was, until it lets go.
+    assert_eq!(kv.get(Keyspace::Log, b"k").unwrap(), None);
+    assert_eq!(kv.get(Keyspace::Log, b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    drop(reading);
+    writer.join().unwrap().unwrap();
+    assert_eq!(kv.get(Keyspace::Log, b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    wait_for_checkpoint(&kv);
+    assert!(kv.view().frozen.is_none(), "the checkpoint's layer is gone once redb has it");
+    assert_eq!(kv.get(Keyspace::Log, b"a").unwrap().as_deref(), Some(&b"1"[..]));
+}
+
+#[test]
+fn the_cache_fills_up_to_its_ceiling_and_no_further() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+    kv.checkpoint_bytes = 256 << 10; // redb is written at checkpoints only
+    let value = vec![7u8; 1000];
+    for i in 0..40u32 {
+        let mut b = WriteBatch::default();
+        for j in 0..100u32 {
+            b.put(Keyspace::Versions, (i * 100 + j).to_be_bytes().to_vec(), value.clone());
+        }
+        kv.apply(b).unwrap();
+    }
+    // 4 MB written through a 1 MiB cache: full, and never over.
+    let fill = kv.cache_fill().unwrap();
+    assert_eq!(fill.capacity, 1 << 20);
+    assert!(fill.used > fill.capacity / 2 && fill.used <= fill.capacity, "{fill:?}");
+}
+
+#[test]
+fn synced_writes_survive_a_reopen_and_a_held_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+    let mut b = put(Keyspace::Versions, b"v", b"1");
+    b.put(Keyspace::Meta, b"m".to_vec(), b"2".to_vec());
+    kv.apply(b).unwrap();
+    kv.sync().unwrap();
+    assert!(kv.size_on_disk().unwrap() > 0);
+    match RedbKv::open(dir.path(), 1 << 20) {
+        Err(StorageError::Locked(d)) => assert!(d.contains(&dir.path().display().to_string())),
+        Err(e) => panic!("expected Locked, got {e:?}"),
+        Ok(_) => panic!("a held store opened twice"),
+    }
+    drop(kv);
+    let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+    assert_eq!(kv.get(Keyspace::Versions, b"v").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(kv.get(Keyspace::Meta, b"m").unwrap().as_deref(), Some(&b"2"[..]));
+}
+
+#[test]
+fn a_reopen_replays_the_journal_records_the_store_lacks_and_refuses_a_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(RedbKv::open(dir.path(), 1 << 20).unwrap());
+    // What a crash leaves: the store durable up to batch 1, the journal
+    // holding batches 1 to 3 (batch 1 again, as before a checkpoint).
+    {
+        let db = redb::Database::create(dir.path().join(FILE_NAME)).unwrap();
+        let mut pending = Pending::default();
+        pending.apply(&put(Keyspace::Log, b"1", b"one"));
+        commit(&db, &pending, 1, redb::Durability::Immediate).unwrap();
+    }
+    let (mut journal, _) = Journal::open(dir.path(), journal::FILE_NAMES[0]).unwrap();
+    journal.append(1, &put(Keyspace::Log, b"1", b"one, journaled")).unwrap();
+    journal.append(2, &put(Keyspace::Log, b"2", b"two")).unwrap();
+    let mut three = put(Keyspace::Log, b"3", b"three");
+    three.delete(Keyspace::Log, b"2".to_vec());
+    journal.append(3, &three).unwrap();
+    drop(journal);
+    let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+    // Batch 1 was in the store already and is not applied again.
+    assert_eq!(kv.get(Keyspace::Log, b"1").unwrap().as_deref(), Some(&b"one"[..]));
+    assert_eq!(kv.get(Keyspace::Log, b"2").unwrap(), None);
+    assert_eq!(kv.get(Keyspace::Log, b"3").unwrap().as_deref(), Some(&b"three"[..]));
+    assert_eq!(kv.shared.writer.lock().next_seq(), 4);
+    assert_eq!(stored_seq(&kv.shared.db), 3, "replayed and committed at the open");
+    // The next batch continues the numbering, in a journal started over.
+    kv.apply(put(Keyspace::Log, b"4", b"four")).unwrap();
+    kv.sync().unwrap();
+    let journal = std::fs::read(dir.path().join(journal::FILE_NAMES[0])).unwrap();
+    assert_eq!(u64::from_le_bytes(journal[12..20].try_into().unwrap()), 4);
+    // Closed cleanly, the store checkpoints batch 4 and empties the journal.
+    drop(kv);
+    assert_eq!(std::fs::metadata(dir.path().join(journal::FILE_NAMES[0])).unwrap().len(), 0);
+    let db = redb::Database::create(dir.path().join(FILE_NAME)).unwrap();
+    assert_eq!(stored_seq(&db), 4);
+    drop(db);
+
+    // A journal that starts past the store's next batch: batches lost.
+    let gap = tempfile::tempdir().unwrap();
+    drop(RedbKv::open(gap.path(), 1 << 20).unwrap());
+    let (mut journal, _) = Journal::open(gap.path(), journal::FILE_NAMES[0]).unwrap();
+    journal.append(5, &put(Keyspace::Log, b"5", b"five")).unwrap();
+    drop(journal);
+    match RedbKv::open(gap.path(), 1 << 20) {
+        Err(StorageError::Corrupt(what)) => assert!(what.contains("batches 1 to 4 are missing"), "{what}"),
+        other => panic!("expected Corrupt, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn a_full_journal_is_checkpointed_into_the_store_and_started_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+    let big = vec![7u8; 1 << 20];
+    let journal_bytes = || std::fs::metadata(dir.path().join(journal::FILE_NAMES[0])).unwrap().len();
+    let mut i = 0u32;
+    while journal_bytes() < CHECKPOINT_BYTES {
+        kv.apply(put(Keyspace::Versions, &i.to_be_bytes(), &big)).unwrap();
+        i += 1;
+    }
+    // Until then redb was not written: the writes are pending, and read.
+    assert_eq!(stored_seq(&kv.shared.db), 0);
+    assert_eq!(kv.get(Keyspace::Versions, &0u32.to_be_bytes()).unwrap().map(|v| v.len()), Some(1 << 20));
+    // The next batch starts the checkpoint and goes to the other journal
+    // file; once the checkpoint is done, every batch before it is durable in
+    // redb and the first file is empty.
+    kv.apply(put(Keyspace::Versions, &i.to_be_bytes(), b"last")).unwrap();
+    wait_for_checkpoint(&kv);
+    assert_eq!(journal_bytes(), 0);
+    assert_eq!(stored_seq(&kv.shared.db), u64::from(i));
+    assert!(kv.view().frozen.is_none());
+    let second = std::fs::read(dir.path().join(journal::FILE_NAMES[1])).unwrap();
+    assert_eq!(u64::from_le_bytes(second[12..20].try_into().unwrap()), u64::from(i) + 1);
+    drop(kv);
+    let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+    assert_eq!(kv.get(Keyspace::Versions, &i.to_be_bytes()).unwrap().as_deref(), Some(&b"last"[..]));
+    assert_eq!(kv.get(Keyspace::Versions, &0u32.to_be_bytes()).unwrap().map(|v| v.len()), Some(1 << 20));
+}
+
+#[test]
+fn a_failed_checkpoint_loses_nothing_and_the_next_writer_to_need_one_gets_the_error() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let open = |dir: &Path| {
+        let mut kv = RedbKv::open(dir, 1 << 20).unwrap();
+        kv.checkpoint_bytes = 1; // every batch after the first one journaled
+        kv
+    };
+    let has = |kv: &RedbKv, k: &[u8]| kv.get(Keyspace::Log, k).unwrap().is_some();
+
+    // A's checkpoint fails on its thread; B goes to the other journal file.
+    let dir = tempfile::tempdir().unwrap();
+    let mut kv = open(dir.path());
+    kv.shared.fail_checkpoints.store(true, SeqCst);
+    kv.apply(put(Keyspace::Log, b"a", b"1")).unwrap();
+    kv.apply(put(Keyspace::Log, b"b", b"2")).unwrap();
+    // C needs the next checkpoint, tries A's again, and fails with it.
+    match kv.apply(put(Keyspace::Log, b"c", b"3")) {
+        Err(StorageError::Backend(what)) => assert!(what.contains("checkpoints fail"), "{what}"),
+        other => panic!("expected the checkpoint's error, got {other:?}"),
+    }
+    assert!(has(&kv, b"a") && has(&kv, b"b") && !has(&kv, b"c"));
+    assert_eq!(stored_seq(&kv.shared.db), 0);
+    // A crash now: A is only in the first journal file, B in the second.
+    kv.skip_checkpoint_on_close = true;
+    drop(kv);
+    let kv = open(dir.path());
+    assert!(has(&kv, b"a") && has(&kv, b"b") && !has(&kv, b"c"));
+    assert_eq!(stored_seq(&kv.shared.db), 2, "both files replayed");
+    drop(kv);
+
+    // Once checkpoints work again, the next writer's retry goes through.
+    let dir = tempfile::tempdir().unwrap();
+    let kv = open(dir.path());
+    kv.shared.fail_checkpoints.store(true, SeqCst);
+    kv.apply(put(Keyspace::Log, b"a", b"1")).unwrap();
+    kv.apply(put(Keyspace::Log, b"b", b"2")).unwrap();
+    kv.shared.fail_checkpoints.store(false, SeqCst);
+    kv.apply(put(Keyspace::Log, b"c", b"3")).unwrap();
+    wait_for_checkpoint(&kv);
+    assert_eq!(stored_seq(&kv.shared.db), 2);
+    assert!(has(&kv, b"a") && has(&kv, b"b") && has(&kv, b"c"));
+    drop(kv);
+    let kv = open(dir.path());
+    assert_eq!(stored_seq(&kv.shared.db), 3, "closed cleanly: checkpointed, nothing to replay");
+    assert!(has(&kv, b"a") && has(&kv, b"b") && has(&kv, b"c"));
+}
+
+mod model {
+    //! The backend against a `BTreeMap`: batches of puts and deletes,
+    //! checkpoints every few bytes, clean reopens and crashes, each
+    //! followed by every get and a set of scans both ways.
+    use super::*;
+    use crate::kv::KvPair;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// (keyspace is `Sp`, key, value or delete)
+        Batch(Vec<(bool, Vec<u8>, Option<u8>)>),
+        Reopen,
+        /// Dropped without the closing checkpoint, as a killed process
+        /// leaves it: only the journal has what is pending.
+        Crash,
+    }
+
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(0u8..3, 1..3)
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            8 => prop::collection::vec((any::<bool>(), key(), prop::option::of(any::<u8>())), 1..6).prop_map(Step::Batch),
+            1 => Just(Step::Reopen),
+            1 => Just(Step::Crash),
+        ]
+    }
+
+    fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+        prop_oneof![
+            Just(Bound::Unbounded),
+            key().prop_map(Bound::Included),
+            key().prop_map(Bound::Excluded),
+        ]
+    }
+
+    fn within(k: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+        (match lo {
+            Bound::Included(l) => k >= l.as_slice(),
+            Bound::Excluded(l) => k > l.as_slice(),
+            Bound::Unbounded => true,
+        }) && (match hi {
+            Bound::Included(h) => k <= h.as_slice(),
+            Bound::Excluded(h) => k < h.as_slice(),
+            Bound::Unbounded => true,
+        })
+    }
+
+    fn open(dir: &Path, checkpoint_bytes: u64) -> RedbKv {
+        let mut kv = RedbKv::open(dir, 1 << 20).unwrap();
+        kv.checkpoint_bytes = checkpoint_bytes;
+        kv
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn reads_match_a_map_through_checkpoints_reopens_and_crashes(
+            steps in prop::collection::vec(step(), 1..30),
+            scans in prop::collection::vec((bound(), bound(), any::<bool>()), 1..5),
+            checkpoint_bytes in 1u64..60,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut kv = open(dir.path(), checkpoint_bytes);
+            let mut model: [BTreeMap<Vec<u8>, Vec<u8>>; 2] = Default::default();
+            for step in steps {
+                match step {
+                    Step::Batch(ops) => {
+                        let mut batch = WriteBatch::default();
+                        for (sp, key, value) in ops {
+                            let (ks, m) = if sp { (Keyspace::Sp, 0) } else { (Keyspace::Log, 1) };
+                            match value {
+                                Some(v) => {
+                                    batch.put(ks, key.clone(), vec![v]);
+                                    model[m].insert(key, vec![v]);
+                                }
+                                None => {
+                                    batch.delete(ks, key.clone());
+                                    model[m].remove(&key);
+                                }
+                            }
+                        }
+                        kv.apply(batch).unwrap();
+                    }
+                    Step::Reopen => {
+                        drop(kv);
+                        kv = open(dir.path(), checkpoint_bytes);
+                    }
+                    Step::Crash => {
+                        kv.skip_checkpoint_on_close = true;
+                        drop(kv);
+                        kv = open(dir.path(), checkpoint_bytes);
+                    }
+                }
+                for (m, ks) in [Keyspace::Sp, Keyspace::Log].into_iter().enumerate() {
+                    for a in 0..3u8 {
+                        for key in [vec![a], vec![a, 0], vec![a, 1], vec![a, 2]] {
+                            prop_assert_eq!(kv.get(ks, &key).unwrap(), model[m].get(&key).cloned(), "get {:?}", key);
+                        }
+                    }
+                    for (lo, hi, reverse) in &scans {
+                        let got: Vec<KvPair> =
+                            kv.scan(ks, lo.clone(), hi.clone(), *reverse).map(Result::unwrap).collect();
+                        let mut want: Vec<KvPair> = model[m]
+                            .iter()
+                            .filter(|(k, _)| within(k, lo, hi))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        if *reverse {
+                            want.reverse();
+                        }
+                        prop_assert_eq!(got, want, "scan {:?}..{:?} reverse {}", lo, hi, reverse);
+                    }
+                }
+            }
+        }
+    }
+}

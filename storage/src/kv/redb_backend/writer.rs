@@ -1,0 +1,203 @@
+//! The writer's side of the redb backend: the journal, the active layer, and
+//! the checkpoint that writes a frozen layer to redb on its own thread while
+//! batches go on into a new layer and the other journal file.
+//!
+//! At most one checkpoint is under way: a writer whose journal fills up
+//! again first waits for it. A checkpoint that fails leaves its layer where
+//! it is (readers still see it, and its journal file still holds it); the
+//! next writer to need a checkpoint tries it again itself and, if that fails
+//! too, gets the error, with nothing of its batch applied.
+
+use super::{commit, Shared, View};
+use crate::error::StorageError;
+use crate::kv::journal::Journal;
+use crate::kv::pending::Pending;
+use crate::kv::WriteBatch;
+use parking_lot::MutexGuard;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+pub(super) struct Writer {
+    /// The journal's two files, or none for a temporary store.
+    journals: Vec<Journal>,
+    /// The file batches are appended to; the other holds the batches of the
+    /// checkpoint under way, and nothing when none is.
+    current: usize,
+    /// Every batch since the last checkpoint began, as readers see them.
+    active: Pending,
+    checkpoint: Option<Checkpoint>,
+    /// The last checkpoint's thread, joined before the next starts and when
+    /// the store closes.
+    thread: Option<JoinHandle<()>>,
+    /// The number of the next batch.
+    next_seq: u64,
+}
+
+/// A layer on its way to redb.
+struct Checkpoint {
+    frozen: Pending,
+    /// The number of its last batch.
+    seq: u64,
+    /// The journal file that holds its batches.
+    journal: Option<usize>,
+    /// Whether its thread is still at it. Once not, a checkpoint still here
+    /// failed.
+    running: bool,
+}
+
+impl Writer {
+    pub(super) fn new(journals: Vec<Journal>, next_seq: u64) -> Writer {
+        Writer { journals, current: 0, active: Pending::default(), checkpoint: None, thread: None, next_seq }
+    }
+
+    pub(super) fn checkpoint_due(&self, limit: u64) -> bool {
+        match self.journals.get(self.current) {
+            Some(journal) => journal.bytes() >= limit,
+            None => self.active.bytes() >= limit,
+        }
+    }
+
+    /// Journals `batch` and applies it to the active layer.
+    pub(super) fn append(&mut self, batch: &WriteBatch) -> Result<(), StorageError> {
+        if let Some(journal) = self.journals.get_mut(self.current) {
+            journal.append(self.next_seq, batch)?;
+        }
+        self.active.apply(batch);
+        self.next_seq += 1;
+        Ok(())
+    }
+
+    pub(super) fn active(&self) -> &Pending {
+        &self.active
+    }
+
+    /// The layer of the checkpoint under way.
+    pub(super) fn frozen(&self) -> Option<&Pending> {
+        self.checkpoint.as_ref().map(|c| &c.frozen)
+    }
+
+    #[cfg(test)]
+    pub(super) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    fn durability(&self) -> redb::Durability {
+        // A temporary store lives in memory: there is nothing to sync.
+        if self.journals.is_empty() {
+            redb::Durability::None
+        } else {
+            redb::Durability::Immediate
+        }
+    }
+}
+
+impl Shared {
+    /// Freezes the active layer and starts writing it to redb on a thread,
+    /// once the checkpoint before it is done.
+    pub(super) fn start_checkpoint(this: &Arc<Shared>, w: &mut MutexGuard<'_, Writer>) -> Result<(), StorageError> {
+        this.finish_checkpoint(w)?;
+        if w.active.is_empty() {
+            return Ok(());
+        }
+        if let Some(done) = w.thread.take() {
+            // Finished its work (the checkpoint is gone); at most exiting.
+            let _ = done.join();
+        }
+        let frozen = std::mem::take(&mut w.active);
+        // Batches from now on go to the other journal file.
+        let journal = (!w.journals.is_empty()).then(|| {
+            let full = w.current;
+            w.current = 1 - full;
+            full
+        });
+        let (seq, durability) = (w.next_seq - 1, w.durability());
+        w.checkpoint = Some(Checkpoint { frozen: frozen.clone(), seq, journal, running: true });
+        let shared = Arc::clone(this);
+        let spawned = std::thread::Builder::new()
+            .name("tempora-checkpoint".into())
+            .spawn(move || shared.run_checkpoint(&frozen, seq, durability));
+        match spawned {
+            Ok(thread) => w.thread = Some(thread),
+            Err(e) => {
+                // Left as a failed checkpoint, for the next writer to retry.
+                tracing::error!(error = %e, "could not start the checkpoint thread");
+                w.checkpoint.as_mut().expect("set above").running = false;
+            }
+        }
+        Ok(())
+    }
+
+    fn run_checkpoint(&self, frozen: &Pending, seq: u64, durability: redb::Durability) {
+        let started = Instant::now();
+        let result = self.commit_checkpoint(frozen, seq, durability);
+        let mut w = self.writer.lock();
+        match result.and_then(|()| self.checkpoint_written(&mut w)) {
+            Ok(()) => {
+                let micros = started.elapsed().as_micros() as u64;
+                tracing::debug!(layer_bytes = frozen.bytes(), micros, "checkpoint");
+            }
+            Err(e) => tracing::error!(error = %e, "checkpoint failed; the next one tries again"),
+        }
+        if let Some(checkpoint) = &mut w.checkpoint {
+            checkpoint.running = false;
+        }
+        self.checkpoint_done.notify_all();
+    }
+
+    fn commit_checkpoint(&self, frozen: &Pending, seq: u64, durability: redb::Durability) -> Result<(), StorageError> {
+        #[cfg(test)]
+        if self.fail_checkpoints.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StorageError::Backend("checkpoints fail in this test".into()));
+        }
+        commit(&self.db, frozen, seq, durability)
+    }
+
+    /// Once the checkpoint's layer is in redb: starts its journal file over,
+    /// drops the layer, and gives readers a view of redb without it. The
+    /// view holds the same state as the one before, so unlike a batch's it
+    /// needs no reader kept out.
+    fn checkpoint_written(&self, w: &mut Writer) -> Result<(), StorageError> {
+        let checkpoint = w.checkpoint.as_ref().expect("a checkpoint under way");
+        if let Some(journal) = checkpoint.journal {
+            w.journals[journal].start_over()?;
+        }
+        let tables = View::tables(&self.db)?;
+        w.checkpoint = None;
+        *self.view.write() = Arc::new(View { tables, frozen: None, active: w.active.clone() });
+        Ok(())
+    }
+
+    /// Waits for the checkpoint under way, if there is one. One that failed
+    /// is tried again here, and its error returned if it fails again.
+    pub(super) fn finish_checkpoint(&self, w: &mut MutexGuard<'_, Writer>) -> Result<(), StorageError> {
+        while let Some(checkpoint) = &w.checkpoint {
+            if checkpoint.running {
+                self.checkpoint_done.wait(w);
+                continue;
+            }
+            let (frozen, seq) = (checkpoint.frozen.clone(), checkpoint.seq);
+            self.commit_checkpoint(&frozen, seq, w.durability())?;
+            self.checkpoint_written(w)?;
+            tracing::info!(seq, "a failed checkpoint succeeded when tried again");
+        }
+        Ok(())
+    }
+
+    /// Closing the store: waits for the checkpoint under way, then, when
+    /// `checkpoint`, writes what is pending to redb too, and waits for the
+    /// thread to be gone (it holds the database open).
+    pub(super) fn close(this: &Arc<Shared>, checkpoint: bool) -> Result<(), StorageError> {
+        let mut w = this.writer.lock();
+        let mut result = this.finish_checkpoint(&mut w);
+        if result.is_ok() && checkpoint {
+            result = Shared::start_checkpoint(this, &mut w).and_then(|()| this.finish_checkpoint(&mut w));
+        }
+        let thread = w.thread.take();
+        drop(w);
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+        result
+    }
+}
