@@ -23,6 +23,8 @@ use super::{Keyspace, WriteBatch};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The journal's two files; the first is the one stores made before the
 /// second existed.
@@ -34,6 +36,35 @@ pub struct Journal {
     file: File,
     /// Bytes appended since the journal last started over.
     bytes: u64,
+    /// Records appended since the file was opened, for its [`SyncHandle`].
+    appended: Arc<AtomicU64>,
+}
+
+/// A second handle on a journal file, to `fdatasync` it without holding the
+/// writer's lock (appends go on meanwhile).
+pub struct SyncHandle {
+    file: File,
+    appended: Arc<AtomicU64>,
+    /// How many of the appended records the last sync covered.
+    synced: AtomicU64,
+}
+
+impl SyncHandle {
+    /// Returns once every record appended before the call is on stable
+    /// storage, and whether that took an `fdatasync`: a file with nothing
+    /// appended since its last sync is not synced again (a sync can cost a
+    /// flush of the drive's cache even with nothing to write).
+    pub fn sync(&self) -> std::io::Result<bool> {
+        // Read before syncing: every append counted here had finished its
+        // write, so the sync covers it.
+        let appended = self.appended.load(Ordering::Acquire);
+        if appended == self.synced.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        self.file.sync_data()?;
+        self.synced.fetch_max(appended, Ordering::AcqRel);
+        Ok(true)
+    }
 }
 
 /// A batch read back from the journal.
@@ -59,22 +90,23 @@ impl Journal {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         let records = decode(&bytes);
-        Ok((Journal { file, bytes: bytes.len() as u64 }, records))
+        Ok((Journal { file, bytes: bytes.len() as u64, appended: Arc::default() }, records))
     }
 
-    /// Appends the batch numbered `seq`. It is durable after [`Journal::sync`]
-    /// (or a sync through [`Journal::sync_handle`]).
+    /// Appends the batch numbered `seq`. It is durable after a sync through
+    /// [`Journal::sync_handle`].
     pub fn append(&mut self, seq: u64, batch: &WriteBatch) -> std::io::Result<()> {
         let record = encode(seq, batch);
         self.file.write_all(&record)?;
         self.bytes += record.len() as u64;
+        self.appended.fetch_add(1, Ordering::Release);
         Ok(())
     }
 
-    /// A second handle on the file, to `fdatasync` it without holding the
-    /// journal's lock (appends go on meanwhile).
-    pub fn sync_handle(&self) -> std::io::Result<File> {
-        self.file.try_clone()
+    pub fn sync_handle(&self) -> std::io::Result<SyncHandle> {
+        let file = self.file.try_clone()?;
+        let synced = AtomicU64::new(self.appended.load(Ordering::Acquire));
+        Ok(SyncHandle { file, appended: Arc::clone(&self.appended), synced })
     }
 
     pub fn bytes(&self) -> u64 {
@@ -232,5 +264,20 @@ mod tests {
         j.append(11, &batch(11)).unwrap();
         drop(j);
         assert_eq!(seqs(&Journal::open(dir.path(), FILE_NAMES[0]).unwrap().1), [11]);
+    }
+
+    #[test]
+    fn a_sync_handle_syncs_only_when_something_was_appended_since_its_last_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, _) = Journal::open(dir.path(), FILE_NAMES[0]).unwrap();
+        let handle = j.sync_handle().unwrap();
+        assert!(!handle.sync().unwrap(), "nothing appended yet");
+        j.append(1, &batch(1)).unwrap();
+        j.append(2, &batch(2)).unwrap();
+        assert!(handle.sync().unwrap());
+        assert!(!handle.sync().unwrap(), "both records were covered");
+        j.start_over().unwrap();
+        j.append(3, &batch(3)).unwrap();
+        assert!(handle.sync().unwrap(), "an append after starting over");
     }
 }

@@ -30,7 +30,7 @@
 
 mod writer;
 
-use super::journal::{self, Journal};
+use super::journal::{self, Journal, SyncHandle};
 use super::pending::Pending;
 use super::{CacheFill, Keyspace, KvIter, OrderedKv, WriteBatch};
 use crate::error::StorageError;
@@ -98,7 +98,7 @@ struct Durable {
     dir: PathBuf,
     /// Second handles on the journal's files, synced without the writer's
     /// lock.
-    sync_handles: Vec<File>,
+    sync_handles: Vec<SyncHandle>,
 }
 
 /// The state readers see: redb's at the last checkpoint, the layer a
@@ -342,9 +342,10 @@ impl OrderedKv for RedbKv {
     fn sync(&self) -> Result<(), StorageError> {
         // Every batch applied so far is in a journal file, or durable in
         // redb if a checkpoint came after it. Both files: the batches of a
-        // checkpoint under way are in the one not appended to now.
+        // checkpoint under way are in the one not appended to now (each is
+        // synced only if appended to since its last sync).
         for handle in self.durable.iter().flat_map(|d| &d.sync_handles) {
-            handle.sync_data()?;
+            handle.sync()?;
         }
         Ok(())
     }
