@@ -130,7 +130,12 @@ impl Shared {
 
     fn run_checkpoint(&self, frozen: &Pending, seq: u64, durability: redb::Durability) {
         let started = Instant::now();
-        let result = self.commit_checkpoint(frozen, seq, durability);
+        // A panic must not leave the checkpoint marked as running: writers
+        // and the close wait for that mark to go.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.commit_checkpoint(frozen, seq, durability)
+        }))
+        .unwrap_or_else(|_| Err(StorageError::Backend("the checkpoint panicked".into())));
         let mut w = self.writer.lock();
         match result.and_then(|()| self.checkpoint_written(&mut w)) {
             Ok(()) => {
