@@ -160,6 +160,11 @@ pub struct CacheFill {
     pub capacity: u64,
 }
 
+/// A bound on an owned key as a bound on its bytes.
+fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    b.as_ref().map(Vec::as_slice)
+}
+
 /// Keys of `ks` that start with `prefix`, ascending or descending.
 pub fn scan_prefix<'a>(kv: &'a dyn OrderedKv, ks: Keyspace, prefix: &[u8], reverse: bool) -> KvIter<'a> {
     let hi = match crate::codec::prefix_successor(prefix) {

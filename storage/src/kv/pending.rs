@@ -8,43 +8,72 @@
 //! batch since its last checkpoint here (the journal makes them durable) and
 //! writes them to redb in one transaction at the checkpoint, in key order.
 //!
-//! Readers see redb's state at the last checkpoint with this layer over it.
-//! The maps are persistent (`imbl`): a reader's view takes a copy in O(1)
-//! and keeps it, however the writer goes on, and keys and values are shared
-//! `Arc`s, so the writer's copy-on-write of a map node copies no bytes.
+//! Readers see redb's state at the last checkpoint with this layer over it,
+//! each reader as it was when its view was taken, however the writer goes
+//! on. So a layer is made of immutable sorted runs behind `Arc`s: a view's
+//! copy is a list of `Arc`s, and a batch adds a run of its own. Runs are
+//! merged as they pile up, the newer over the older, whenever a run is not
+//! more than twice the size of the one after it; sizes then fall by half or
+//! more from the oldest run to the newest, so a layer of n writes has at
+//! most about log2(n) runs, and each write is copied (an `Arc` count, not
+//! its bytes) about log2(n) times in all.
 
 use super::{Keyspace, KvPair, WriteBatch};
 use crate::error::StorageError;
-use imbl::OrdMap;
 use std::cmp::Ordering;
 use std::iter::Peekable;
 use std::ops::Bound;
 use std::sync::Arc;
 
 type Bytes = Arc<[u8]>;
-/// A key's value, or `None` where the key was deleted.
-type Map = OrdMap<Bytes, Option<Bytes>>;
+/// A key and its value, or `None` where the key was deleted.
+type Entry = (Bytes, Option<Bytes>);
+/// Entries sorted by key, each key once.
+type Run = Arc<[Entry]>;
 
 /// Every keyspace's writes since the last checkpoint, the later write to a
 /// key replacing the earlier.
 #[derive(Clone)]
 pub struct Pending {
-    maps: Vec<Map>,
+    /// Per keyspace, its runs, oldest first.
+    runs: Vec<Vec<Run>>,
     /// Key and value bytes of the writes applied, overwritten ones included.
     bytes: u64,
 }
 
 impl Default for Pending {
     fn default() -> Self {
-        Pending { maps: Keyspace::ALL.iter().map(|_| Map::new()).collect(), bytes: 0 }
+        Pending { runs: Keyspace::ALL.iter().map(|_| Vec::new()).collect(), bytes: 0 }
     }
 }
 
 impl Pending {
     pub fn apply(&mut self, batch: &WriteBatch) {
+        let mut by_keyspace: Vec<Vec<Entry>> = Keyspace::ALL.iter().map(|_| Vec::new()).collect();
         for (ks, key, value) in &batch.ops {
             self.bytes += (key.len() + value.as_ref().map_or(0, Vec::len)) as u64;
-            self.maps[ks.index()].insert(Bytes::from(key.as_slice()), value.as_deref().map(Bytes::from));
+            by_keyspace[ks.index()].push((Bytes::from(key.as_slice()), value.as_deref().map(Bytes::from)));
+        }
+        for (runs, mut entries) in self.runs.iter_mut().zip(by_keyspace) {
+            if entries.is_empty() {
+                continue;
+            }
+            // Stable: of two writes to a key, the later stays behind the
+            // earlier, and only the last of each key is kept.
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut run: Vec<Entry> = Vec::with_capacity(entries.len());
+            for entry in entries {
+                match run.last_mut() {
+                    Some(last) if last.0 == entry.0 => *last = entry,
+                    _ => run.push(entry),
+                }
+            }
+            runs.push(run.into());
+            while runs.len() >= 2 && runs[runs.len() - 2].len() <= 2 * runs[runs.len() - 1].len() {
+                let newer = runs.pop().expect("two runs");
+                let older = runs.pop().expect("two runs");
+                runs.push(merge_runs(&older, &newer));
+            }
         }
     }
 
@@ -53,78 +82,152 @@ impl Pending {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.maps.iter().all(Map::is_empty)
+        self.runs.iter().all(Vec::is_empty)
+    }
+
+    pub fn is_empty_in(&self, ks: Keyspace) -> bool {
+        self.runs[ks.index()].is_empty()
     }
 
     /// `Some(Some(value))` for a key written here, `Some(None)` for one
     /// deleted here, `None` for one this layer does not know.
     pub fn get(&self, ks: Keyspace, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.maps[ks.index()].get(key).map(|v| v.as_deref())
+        self.runs[ks.index()].iter().rev().find_map(|run| {
+            let i = run.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
+            Some(run[i].1.as_deref())
+        })
     }
 
     /// The keyspace's writes in key order, for the checkpoint.
-    pub fn entries(&self, ks: Keyspace) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
-        self.maps[ks.index()].iter().map(|(k, v)| (&**k, v.as_deref()))
+    pub fn entries(&self, ks: Keyspace) -> impl Iterator<Item = Entry> {
+        self.cursor(ks, &Bound::Unbounded, &Bound::Unbounded, false)
     }
 
     /// `stored` (redb's keys in the same bounds and direction) with this
     /// layer's writes over it: a key written here replaces the stored one,
     /// a key deleted here hides it.
-    pub fn merge<I>(&self, ks: Keyspace, stored: I, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> Merged<I>
+    pub fn merge<I>(&self, ks: Keyspace, stored: I, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, reverse: bool) -> Merged<I>
     where
         I: Iterator<Item = Result<KvPair, StorageError>>,
     {
-        let cursor = Cursor { map: self.maps[ks.index()].clone(), lo, hi, reverse };
-        Merged { stored: stored.peekable(), pending: cursor.peekable(), reverse }
+        Merged { stored: stored.peekable(), pending: self.cursor(ks, lo, hi, reverse).peekable(), reverse }
     }
 
-    pub fn is_empty_in(&self, ks: Keyspace) -> bool {
-        self.maps[ks.index()].is_empty()
+    fn cursor(&self, ks: Keyspace, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, reverse: bool) -> Cursor {
+        // Newest first, so that of equal keys the newest run's entry wins.
+        let runs = self.runs[ks.index()].iter().rev().map(|run| RunCursor::new(run, lo, hi)).collect();
+        Cursor { runs, reverse }
     }
 }
 
-/// Walks one map between two bounds without borrowing it (the iterator
-/// outlives the view it came from): each step looks up the next key past
-/// the last one returned, O(log n), and moves that bound up to it.
+/// The merge of an older and a newer run, the newer entry of a key kept.
+fn merge_runs(older: &[Entry], newer: &[Entry]) -> Run {
+    let mut out = Vec::with_capacity(older.len() + newer.len());
+    let (mut o, mut n) = (older.iter().peekable(), newer.iter().peekable());
+    loop {
+        let order = match (o.peek(), n.peek()) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(a), Some(b)) => a.0.cmp(&b.0),
+        };
+        match order {
+            Ordering::Less => out.push(o.next().expect("peeked").clone()),
+            Ordering::Greater => out.push(n.next().expect("peeked").clone()),
+            Ordering::Equal => {
+                o.next();
+                out.push(n.next().expect("peeked").clone());
+            }
+        }
+    }
+    out.into()
+}
+
+/// The entries of one run between two bounds, `[front, back)`, taken from
+/// either end. It holds the run, not a borrow of it: a scan outlives the
+/// view it came from.
+struct RunCursor {
+    run: Run,
+    front: usize,
+    back: usize,
+}
+
+impl RunCursor {
+    fn new(run: &Run, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> RunCursor {
+        let at = |pred: &dyn Fn(&[u8]) -> bool| run.partition_point(|(k, _)| pred(k));
+        let front = match lo {
+            Bound::Included(l) => at(&|k| k < l.as_slice()),
+            Bound::Excluded(l) => at(&|k| k <= l.as_slice()),
+            Bound::Unbounded => 0,
+        };
+        let back = match hi {
+            Bound::Included(h) => at(&|k| k <= h.as_slice()),
+            Bound::Excluded(h) => at(&|k| k < h.as_slice()),
+            Bound::Unbounded => run.len(),
+        };
+        // An inverted range holds nothing.
+        RunCursor { run: Arc::clone(run), front, back: back.max(front) }
+    }
+
+    /// The next key from the front, or from the back when `reverse`.
+    fn peek(&self, reverse: bool) -> Option<&[u8]> {
+        if self.front == self.back {
+            return None;
+        }
+        let i = if reverse { self.back - 1 } else { self.front };
+        Some(&self.run[i].0)
+    }
+
+    fn take(&mut self, reverse: bool) -> Entry {
+        if reverse {
+            self.back -= 1;
+            self.run[self.back].clone()
+        } else {
+            self.front += 1;
+            self.run[self.front - 1].clone()
+        }
+    }
+}
+
+/// A layer's runs merged in scan order, the newest entry of each key.
 struct Cursor {
-    map: Map,
-    lo: Bound<Vec<u8>>,
-    hi: Bound<Vec<u8>>,
+    /// Newest run first.
+    runs: Vec<RunCursor>,
     reverse: bool,
 }
 
 impl Iterator for Cursor {
-    type Item = (Bytes, Option<Bytes>);
+    type Item = Entry;
 
-    fn next(&mut self) -> Option<Self::Item> {
-        let (lo, hi) = (as_slice(&self.lo), as_slice(&self.hi));
-        if is_empty_range(lo, hi) {
-            return None;
+    fn next(&mut self) -> Option<Entry> {
+        let reverse = self.reverse;
+        // The first key in scan order; of equal keys, the newest run's.
+        let mut best: Option<usize> = None;
+        for (i, run) in self.runs.iter().enumerate() {
+            let Some(key) = run.peek(reverse) else { continue };
+            let better = match best.and_then(|b| self.runs[b].peek(reverse)) {
+                None => true,
+                Some(current) => {
+                    let order = key.cmp(current);
+                    if reverse {
+                        order == Ordering::Greater
+                    } else {
+                        order == Ordering::Less
+                    }
+                }
+            };
+            if better {
+                best = Some(i);
+            }
         }
-        let mut range = self.map.range::<_, [u8]>((lo, hi));
-        let (key, value) = if self.reverse { range.next_back()? } else { range.next()? };
-        let (key, value) = (Arc::clone(key), value.clone());
-        let past = Bound::Excluded(key.to_vec());
-        if self.reverse {
-            self.hi = past;
-        } else {
-            self.lo = past;
+        let entry = self.runs[best?].take(reverse);
+        // Older runs' entries for the same key are replaced by it.
+        for run in &mut self.runs {
+            if run.peek(reverse) == Some(&*entry.0) {
+                run.take(reverse);
+            }
         }
-        Some((key, value))
-    }
-}
-
-fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    b.as_ref().map(Vec::as_slice)
-}
-
-/// Whether no key can lie between `lo` and `hi` (also what keeps an
-/// inverted range from reaching the map).
-fn is_empty_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
-    match (lo, hi) {
-        (Bound::Included(l), Bound::Included(h)) => l > h,
-        (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(h) | Bound::Included(h)) => l >= h,
-        _ => false,
+        Some(entry)
     }
 }
 

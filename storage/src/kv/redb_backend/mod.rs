@@ -32,7 +32,7 @@ mod writer;
 
 use super::journal::{self, Journal, SyncHandle};
 use super::pending::Pending;
-use super::{CacheFill, Keyspace, KvIter, OrderedKv, WriteBatch};
+use super::{as_slice, CacheFill, Keyspace, KvIter, OrderedKv, WriteBatch};
 use crate::error::StorageError;
 use parking_lot::{Condvar, Mutex, RwLock};
 use redb::{ReadableDatabase, TableDefinition};
@@ -256,8 +256,8 @@ fn commit(db: &redb::Database, pending: &Pending, seq: u64, durability: redb::Du
         let mut table = txn.open_table(definition(ks)).map_err(redb::Error::from)?;
         for (key, value) in pending.entries(ks) {
             match value {
-                Some(v) => table.insert(key, v).map(drop),
-                None => table.remove(key).map(drop),
+                Some(v) => table.insert(&*key, &*v).map(drop),
+                None => table.remove(&*key).map(drop),
             }
             .map_err(redb::Error::from)?;
         }
@@ -279,10 +279,6 @@ impl From<redb::Error> for StorageError {
             other => StorageError::Backend(other.to_string()),
         }
     }
-}
-
-fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    b.as_ref().map(Vec::as_slice)
 }
 
 impl OrderedKv for RedbKv {
@@ -309,7 +305,7 @@ impl OrderedKv for RedbKv {
         // Oldest layer first, so that each newer one goes over it.
         for layer in [view.frozen.as_ref(), Some(&view.active)].into_iter().flatten() {
             if !layer.is_empty_in(ks) {
-                merged = Box::new(layer.merge(ks, merged, lo.clone(), hi.clone(), reverse));
+                merged = Box::new(layer.merge(ks, merged, &lo, &hi, reverse));
             }
         }
         merged
