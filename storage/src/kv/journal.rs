@@ -76,10 +76,10 @@ pub struct Record {
 
 impl Journal {
     /// Opens (creating if needed) the journal file `name` in `dir` and reads
-    /// back its records: the run of whole, intact records with consecutive `seq` from
-    /// the start of the file. What follows the run is a record cut short by
-    /// a crash, or bytes of an earlier run left behind when the journal
-    /// started over; either way, never a write that was acknowledged.
+    /// back its records: the run of whole, intact records with consecutive
+    /// `seq` from the start of the file. What follows the run is a record cut
+    /// short by a crash, or bytes of an earlier run left behind when the
+    /// journal started over; either way, never a write that was acknowledged.
     pub fn open(dir: &Path, name: &str) -> std::io::Result<(Journal, Vec<Record>)> {
         let path = dir.join(name);
         let created = !path.exists();

@@ -120,7 +120,7 @@ impl View {
     }
 
     /// The layers over redb, newest first.
-    fn layers(&self) -> impl Iterator<Item = &Pending> {
+    fn layers(&self) -> impl DoubleEndedIterator<Item = &Pending> {
         std::iter::once(&self.active).chain(&self.frozen)
     }
 }
@@ -174,7 +174,7 @@ impl RedbKv {
     }
 
     fn with(db: redb::Database, cache_bytes: u64, writer: Writer, durable: Option<Durable>) -> Result<Self, StorageError> {
-        let view = View { tables: View::tables(&db)?, frozen: None, active: Pending::default() };
+        let view = writer.view(View::tables(&db)?);
         let shared = Shared {
             db,
             view: RwLock::new(Arc::new(view)),
@@ -303,7 +303,7 @@ impl OrderedKv for RedbKv {
         };
         let mut merged: KvIter<'_> = if reverse { Box::new(range.rev().map(map)) } else { Box::new(range.map(map)) };
         // Oldest layer first, so that each newer one goes over it.
-        for layer in [view.frozen.as_ref(), Some(&view.active)].into_iter().flatten() {
+        for layer in view.layers().rev() {
             if !layer.is_empty_in(ks) {
                 merged = Box::new(layer.merge(ks, merged, &lo, &hi, reverse));
             }
@@ -325,11 +325,7 @@ impl OrderedKv for RedbKv {
             Shared::start_checkpoint(&self.shared, &mut writer)?;
         }
         writer.append(&batch)?;
-        let view = Arc::new(View {
-            tables: Arc::clone(&self.view().tables),
-            frozen: writer.frozen().cloned(),
-            active: writer.active().clone(),
-        });
+        let view = Arc::new(writer.view(Arc::clone(&self.view().tables)));
         let _no_readers = publish.write();
         *self.shared.view.write() = view;
         Ok(())

@@ -68,13 +68,11 @@ impl Writer {
         Ok(())
     }
 
-    pub(super) fn active(&self) -> &Pending {
-        &self.active
-    }
-
-    /// The layer of the checkpoint under way.
-    pub(super) fn frozen(&self) -> Option<&Pending> {
-        self.checkpoint.as_ref().map(|c| &c.frozen)
+    /// What readers see: `tables` (redb's state at the last checkpoint)
+    /// with the layer of the checkpoint under way, if any, and the active
+    /// layer over them.
+    pub(super) fn view(&self, tables: Arc<[super::Table]>) -> View {
+        View { tables, frozen: self.checkpoint.as_ref().map(|c| c.frozen.clone()), active: self.active.clone() }
     }
 
     #[cfg(test)]
@@ -169,7 +167,7 @@ impl Shared {
         }
         let tables = View::tables(&self.db)?;
         w.checkpoint = None;
-        *self.view.write() = Arc::new(View { tables, frozen: None, active: w.active.clone() });
+        *self.view.write() = Arc::new(w.view(tables));
         Ok(())
     }
 
