@@ -52,9 +52,11 @@ pub fn plan(task: &Task) -> Vec<String> {
     input.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect()
 }
 
+/// The lock a task's steps take in turn, by (tenant, task id).
+type TaskLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
+
 /// Steps of one task run one at a time.
-static RUNNING: LazyLock<Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>> =
-    LazyLock::new(Default::default);
+static RUNNING: LazyLock<Mutex<TaskLocks>> = LazyLock::new(Default::default);
 
 fn lock_of(tenant: &str, task: &str) -> Arc<tokio::sync::Mutex<()>> {
     let mut m = RUNNING.lock().unwrap_or_else(|p| p.into_inner());

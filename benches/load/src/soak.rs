@@ -1088,7 +1088,9 @@ fn draw(path: &std::path::Path, samples: &[Sample], w: f64, font: &std::path::Pa
     let (top, bottom) = root.split_vertically(350);
     let blue = RGBColor(0, 114, 178);
     let orange = RGBColor(213, 94, 0);
-    let panels: [(&DrawingArea<BitMapBackend, plotters::coord::Shift>, &str, &str, Vec<(f64, f64)>, RGBColor); 2] = [
+    // (area, title, unit, points, colour)
+    type Panel<'a, 'b> = (&'a DrawingArea<BitMapBackend<'b>, plotters::coord::Shift>, &'a str, &'a str, Vec<(f64, f64)>, RGBColor);
+    let panels: [Panel; 2] = [
         (
             &top,
             "server resident memory (VmRSS, and RssAnon in green)",
