@@ -7,8 +7,9 @@
 # (16 writers on 100 keys from an empty store), the bulk import, the reads and
 # the asserts with supersession, each followed by the checks (no key with two
 # active values, no inverted or overlapping interval, every read answering
-# what the data set says). The tool exits non-zero when any check fails or
-# any request errs.
+# what the data set says), then `--reads-only` on the store it left. The tool
+# exits non-zero when any check fails, any request errs or any read answers
+# the wrong rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,4 +49,16 @@ for check in check_hotkey check_w1; do
     line=$(grep "^$check " "$work/summary.txt") || { echo "missing $check" >&2; exit 1; }
     echo "$line" | grep -q "duplicate_active=0 inverted=0 overlapping=0" || { echo "failed: $line" >&2; exit 1; }
 done
+for w in w0 w2 w4 w1 w3; do
+    grep -q "^$w  *tempora " "$work/summary.txt" || { echo "missing $w" >&2; exit 1; }
+done
+
+# The reads again on the store the run left, as when comparing builds of the read path.
+echo "== tempora-load compare --systems tempora --size 1000 --reads-only"
+"$BIN/tempora-load" compare --systems tempora --size 1000 --duration 1 --warmup 0 --reads-only \
+    --tempora-url "http://$addr" | tee "$work/reads.txt"
+for w in w0 w2 w4 w3; do
+    grep -q "^$w  *tempora " "$work/reads.txt" || { echo "missing $w in --reads-only" >&2; exit 1; }
+done
+grep -q "^w1 " "$work/reads.txt" && { echo "--reads-only wrote" >&2; exit 1; }
 echo "compare-check: ok"

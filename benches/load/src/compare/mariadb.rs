@@ -33,6 +33,7 @@ pub struct Conn {
     current: Statement,
     as_of: Statement,
     history: Statement,
+    one: Statement,
 }
 
 const SCHEMA: [&str; 3] = [
@@ -110,7 +111,8 @@ impl Mariadb {
             ))
             .await?;
         let history = conn.prep(format!("SELECT {COLUMNS} FROM facts WHERE subject = ? ORDER BY valid_from")).await?;
-        Ok(Conn { conn, supersede, current, as_of, history })
+        let one = conn.prep("SELECT 1").await?;
+        Ok(Conn { conn, supersede, current, as_of, history, one })
     }
 
     /// `LOAD DATA LOCAL INFILE` of 50 000 rows at a time, streamed from
@@ -219,6 +221,7 @@ impl Conn {
                 self.conn.exec(&self.as_of, (as_of_ms, subject, PREDICATE, valid_ms, valid_ms)).await?
             }
             Op::History { subject } => self.conn.exec(&self.history, (subject,)).await?,
+            Op::RoundTrip => self.conn.exec(&self.one, ()).await?,
         };
         Ok(Done { rows: rows.len(), retries: 0 })
     }

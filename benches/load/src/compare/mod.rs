@@ -9,7 +9,8 @@
 //!    of only `--hot-keys` keys, then the correctness check.
 //! 2. `w5`: bulk import of `--size` facts (see `data`) through each system's
 //!    own bulk path.
-//! 3. `w2` current point read, `w4` subject history.
+//! 3. `w0` round trip (the smallest request each system answers: the floor
+//!    under every read), `w2` current point read, `w4` subject history.
 //! 4. `w1` assert with supersession, then the correctness check over the
 //!    whole store: no key with two active values, no inverted interval, no
 //!    overlapping current intervals.
@@ -19,6 +20,7 @@
 //! draws them.
 
 pub mod data;
+pub mod http1;
 pub mod mariadb;
 pub mod measure;
 pub mod postgres;
@@ -98,10 +100,16 @@ pub struct CompareArgs {
     /// JSON Lines file the results are appended to.
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
+    /// Only the reads (W0, W2, W4, then W3 as of now), against stores an earlier
+    /// run left holding `--size` facts: no set-up, hot-key run, import or
+    /// W1. For comparing builds of the read path, and for profiling it.
+    #[arg(long)]
+    pub reads_only: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Workload {
+    W0,
     W1,
     W2,
     W3 { as_of_ms: i64 },
@@ -112,6 +120,7 @@ enum Workload {
 impl Workload {
     fn name(self) -> &'static str {
         match self {
+            Workload::W0 => "w0",
             Workload::W1 => "w1",
             Workload::W2 => "w2",
             Workload::W3 { .. } => "w3",
@@ -122,7 +131,7 @@ impl Workload {
     /// Whether a read returned what the data set says it must.
     fn rows_ok(self, rows: usize) -> bool {
         match self {
-            Workload::W1 | Workload::Hot => true,
+            Workload::W0 | Workload::W1 | Workload::Hot => true,
             Workload::W2 | Workload::W3 { .. } => rows == 1,
             Workload::W4 => rows >= data::VERSIONS as usize,
         }
@@ -163,6 +172,16 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         None => None,
     };
     let mut run = Run { args: &args, out, results: Vec::new() };
+    if args.reads_only {
+        for w in [Workload::W0, Workload::W2, Workload::W4, Workload::W3 { as_of_ms: data::now_ms() }] {
+            for s in &systems {
+                let r = timed(s, w, &args).await?;
+                run.record(s.kind(), w.name(), r)?;
+            }
+        }
+        summarise(&run.results);
+        return verdict(&run.results);
+    }
     for s in &systems {
         s.setup().await?;
     }
@@ -185,7 +204,7 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
             json!({"facts": args.size, "seconds": secs, "throughput_per_s": args.size as f64 / secs}),
         )?;
     }
-    for w in [Workload::W2, Workload::W4] {
+    for w in [Workload::W0, Workload::W2, Workload::W4] {
         for s in &systems {
             let r = timed(s, w, &args).await?;
             run.record(s.kind(), w.name(), r)?;
@@ -218,10 +237,14 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         run.record(k, "footprint", json!({"disk_bytes": disk, "memory_bytes": memory}))?;
     }
     summarise(&run.results);
+    verdict(&run.results)
+}
 
-    // The tool's own verdict: tempora must hold its guarantees and answer every request.
+/// The tool's own verdict: tempora must hold its guarantees and answer every
+/// request with what the data set says.
+fn verdict(results: &[Value]) -> Result<()> {
     let mut failures = Vec::new();
-    for r in &run.results {
+    for r in results {
         let tempora = r["system"] == "tempora";
         let workload = r["workload"].as_str().unwrap_or("");
         if tempora && workload.starts_with("check") {
@@ -232,6 +255,9 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         }
         if tempora && r["errors"].as_u64().unwrap_or(0) > 0 {
             failures.push(format!("{workload}: {} errors", r["errors"]));
+        }
+        if tempora && r["wrong_rows"].as_u64().unwrap_or(0) > 0 {
+            failures.push(format!("{workload}: {} reads answered the wrong rows", r["wrong_rows"]));
         }
     }
     if !failures.is_empty() {
@@ -264,6 +290,7 @@ async fn timed(system: &System, w: Workload, args: &CompareArgs) -> Result<Value
                 let subject = if w == Workload::Hot { format!("Hot:{key}") } else { data::subject(key) };
                 let object = format!("Org:c{c}n{n}");
                 let op = match w {
+                    Workload::W0 => Op::RoundTrip,
                     Workload::W1 | Workload::Hot => Op::Supersede { subject: &subject, object: &object },
                     Workload::W2 => Op::Current { subject: &subject },
                     Workload::W3 { as_of_ms } => Op::AsOf { subject: &subject, as_of_ms, valid_ms: data::W3_VALID_AT },
@@ -333,7 +360,7 @@ fn summarise(results: &[Value]) {
         "{:<8} {:<9} {:>12} {:>9} {:>9} {:>8} {:>8} {:>14}",
         "workload", "system", "per s", "p50 ms", "p99 ms", "errors", "retries", "tempora/this"
     );
-    for w in ["hotkey", "w5", "w2", "w4", "w1", "w3"] {
+    for w in ["hotkey", "w5", "w0", "w2", "w4", "w1", "w3"] {
         let base = get("tempora", w).and_then(|r| r["throughput_per_s"].as_f64());
         for s in ["tempora", "postgres", "mariadb"] {
             let Some(r) = get(s, w) else { continue };

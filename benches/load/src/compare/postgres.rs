@@ -22,6 +22,7 @@ pub struct Conn {
     current: Statement,
     as_of: Statement,
     history: Statement,
+    one: Statement,
 }
 
 const SCHEMA: &str = r#"
@@ -124,7 +125,8 @@ impl Postgres {
                 "SELECT {COLUMNS} FROM facts WHERE subject = $1 AND upper_inf(recorded) ORDER BY lower(valid)"
             ))
             .await?;
-        Ok(Conn { client, supersede, current, as_of, history })
+        let one = client.prepare("SELECT 1").await?;
+        Ok(Conn { client, supersede, current, as_of, history, one })
     }
 
     /// `COPY ... FROM STDIN` into the table without its indexes, `streams`
@@ -237,6 +239,7 @@ impl Conn {
                 self.client.query(&self.as_of, &[&subject, &PREDICATE, &(as_of_ms as f64), &(valid_ms as f64)]).await?
             }
             Op::History { subject } => self.client.query(&self.history, &[&subject]).await?,
+            Op::RoundTrip => self.client.query(&self.one, &[]).await?,
         };
         Ok(Done { rows: rows.len(), retries: 0 })
     }

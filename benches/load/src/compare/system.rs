@@ -32,6 +32,10 @@ impl Kind {
 
 /// One operation of a timed workload.
 pub enum Op<'a> {
+    /// W0: the smallest request the system answers (tempora `GET /api/health`,
+    /// the peers a prepared `SELECT 1`): the floor under every read, of the
+    /// client, the wire and the server's handling of a request.
+    RoundTrip,
     /// W1 and the hot-key run: the key's new value, closing the active one in the same transaction.
     Supersede { subject: &'a str, object: &'a str },
     /// W2: the value valid now, as currently recorded.
@@ -119,7 +123,7 @@ impl System {
 
     pub async fn connect(&self) -> Result<Conn> {
         Ok(match self {
-            System::Tempora(s) => Conn::Tempora(s.connect()),
+            System::Tempora(s) => Conn::Tempora(s.connect()?),
             System::Postgres(s) => Conn::Postgres(s.connect().await?),
             System::Mariadb(s) => Conn::Mariadb(s.connect().await?),
         })

@@ -2,8 +2,10 @@
 //! connection, as an application would use it.
 
 use super::data::{self, PREDICATE};
+use super::http1::{Http1, Reply};
 use super::system::{check_key, Done, Op, Violations};
 use anyhow::{bail, Context, Result};
+use hyper::Method;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -16,8 +18,7 @@ pub struct Tempora {
 }
 
 pub struct Conn {
-    client: reqwest::Client,
-    base: String,
+    http: Http1,
 }
 
 impl Tempora {
@@ -25,22 +26,8 @@ impl Tempora {
         Tempora { base: url.trim_end_matches('/').to_string(), key }
     }
 
-    /// A client holding one connection: requests on it go one at a time.
-    fn client(&self) -> reqwest::Client {
-        let mut headers = reqwest::header::HeaderMap::new();
-        if let Some(k) = &self.key {
-            headers.insert("authorization", format!("Bearer {k}").parse().expect("a key is a header value"));
-        }
-        reqwest::Client::builder()
-            .default_headers(headers)
-            .pool_max_idle_per_host(1)
-            .tcp_nodelay(true)
-            .build()
-            .expect("an HTTP client")
-    }
-
     pub async fn setup(&self) -> Result<()> {
-        let c = self.connect();
+        let mut c = self.connect()?;
         let facts = c.get_json("/api/facts?status=all&include_retracted=true&limit=1").await?;
         if facts.as_array().is_some_and(|a| !a.is_empty()) {
             bail!("tempora at {} already holds facts: start it on an empty data directory", self.base);
@@ -48,8 +35,9 @@ impl Tempora {
         Ok(())
     }
 
-    pub fn connect(&self) -> Conn {
-        Conn { client: self.client(), base: self.base.clone() }
+    /// A connection (opened at its first request): requests on it go one at a time.
+    pub fn connect(&self) -> Result<Conn> {
+        Ok(Conn { http: Http1::new(&self.base, self.key.as_deref())? })
     }
 
     /// Batches of 5 000 facts with their valid intervals, `streams` batches in flight.
@@ -57,7 +45,7 @@ impl Tempora {
         let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let mut tasks = Vec::new();
         for _ in 0..streams.max(1) {
-            let (conn, next) = (self.connect(), next.clone());
+            let (mut conn, next) = (self.connect()?, next.clone());
             tasks.push(tokio::spawn(async move {
                 loop {
                     let start = next.fetch_add(BULK_BATCH, std::sync::atomic::Ordering::Relaxed);
@@ -84,7 +72,7 @@ impl Tempora {
 
     /// Reads every current fact of the predicate, page by page, and checks each key.
     pub async fn check(&self) -> Result<Violations> {
-        let c = self.connect();
+        let mut c = self.connect()?;
         let mut keys: HashMap<String, Vec<(i64, Option<i64>, bool)>> = HashMap::new();
         let mut cursor: Option<String> = None;
         loop {
@@ -93,8 +81,8 @@ impl Tempora {
                 path.push_str(&format!("&cursor={c}"));
             }
             let resp = c.get(&path).await?;
-            cursor = resp.headers().get("x-next-cursor").and_then(|v| v.to_str().ok()).map(String::from);
-            let page: Vec<Value> = resp.json().await?;
+            cursor = resp.headers.get("x-next-cursor").and_then(|v| v.to_str().ok()).map(String::from);
+            let page: Vec<Value> = serde_json::from_slice(&resp.body)?;
             for f in &page {
                 let subject = f["subject"].as_str().context("a fact without a subject")?.to_string();
                 let from = f["valid_from"].as_i64().context("a fact without valid_from")?;
@@ -116,31 +104,31 @@ impl Tempora {
 
 impl Conn {
     /// A successful reply to `GET path`; any other status is an error.
-    async fn get(&self, path: &str) -> Result<reqwest::Response> {
-        let resp = self.client.get(format!("{}{path}", self.base)).send().await?;
-        if !resp.status().is_success() {
-            bail!("GET {path}: {} {}", resp.status(), resp.text().await.unwrap_or_default());
+    async fn get(&mut self, path: &str) -> Result<Reply> {
+        let resp = self.http.request(Method::GET, path, None).await?;
+        if !resp.status.is_success() {
+            bail!("GET {path}: {} {}", resp.status, String::from_utf8_lossy(&resp.body));
         }
         Ok(resp)
     }
 
-    async fn get_json(&self, path: &str) -> Result<Value> {
-        Ok(self.get(path).await?.json().await?)
+    async fn get_json(&mut self, path: &str) -> Result<Value> {
+        Ok(serde_json::from_slice(&self.get(path).await?.body)?)
     }
 
-    async fn post(&self, path: &str, body: &Value) -> Result<Value> {
-        let resp = self.client.post(format!("{}{path}", self.base)).json(body).send().await?;
-        if !resp.status().is_success() {
-            bail!("POST {path}: {} {}", resp.status(), resp.text().await.unwrap_or_default());
+    async fn post(&mut self, path: &str, body: &Value) -> Result<Value> {
+        let resp = self.http.request(Method::POST, path, Some(serde_json::to_vec(body)?)).await?;
+        if !resp.status.is_success() {
+            bail!("POST {path}: {} {}", resp.status, String::from_utf8_lossy(&resp.body));
         }
-        Ok(resp.json().await?)
+        Ok(serde_json::from_slice(&resp.body)?)
     }
 
     /// The facts a read returned, counted without building them: the JSON is
     /// parsed in full (a malformed reply is an error) but no value is kept,
     /// as the peers' drivers hand back rows whose columns nobody decodes.
-    async fn count_rows(&self, path: &str) -> Result<usize> {
-        let body = self.get(path).await?.bytes().await?;
+    async fn count_rows(&mut self, path: &str) -> Result<usize> {
+        let body = self.get(path).await?.body;
         let rows: Vec<serde::de::IgnoredAny> =
             serde_json::from_slice(&body).with_context(|| format!("GET {path}: not a JSON array"))?;
         Ok(rows.len())
@@ -162,6 +150,10 @@ impl Conn {
                 format!("/api/facts?subject={subject}&predicate={PREDICATE}&as_of={as_of_ms}&valid_at={valid_ms}")
             }
             Op::History { subject } => format!("/api/facts?subject={subject}&status=all"),
+            Op::RoundTrip => {
+                self.get("/api/health").await?;
+                return Ok(Done { rows: 1, retries: 0 });
+            }
         };
         Ok(Done { rows: self.count_rows(&read).await?, retries: 0 })
     }
