@@ -5,10 +5,11 @@
 //! statement on an open connection and do little else per query. reqwest,
 //! used before, parsed the whole URL again for every request (IDNA host
 //! mapping included) and went through a connection pool; on a two-core
-//! machine shared with the server, that client time came out of the
-//! server's share, so tempora was measured with a heavier client than its
-//! peers. This client does what a lean application client does: the host
-//! is parsed once, and a request is its method, path, headers and body.
+//! machine shared with the server, client time comes out of the server's
+//! share. This client does what a lean application client does: the host is
+//! parsed once, and a request is its method, path, headers and body.
+//! Against the same server it left read throughput level and halved p99
+//! (`docs/performance.md`, "The round trip under every read").
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;

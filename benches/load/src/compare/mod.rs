@@ -145,6 +145,15 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// One timed workload on each system in turn, recorded.
+    async fn each_system(&mut self, systems: &[System], w: Workload) -> Result<()> {
+        for s in systems {
+            let r = timed(s, w, self.args).await?;
+            self.record(s.kind(), w.name(), r)?;
+        }
+        Ok(())
+    }
+
     fn record(&mut self, system: Kind, workload: &str, mut v: Value) -> Result<()> {
         v["system"] = json!(system.name());
         v["workload"] = json!(workload);
@@ -174,10 +183,7 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
     let mut run = Run { args: &args, out, results: Vec::new() };
     if args.reads_only {
         for w in [Workload::W0, Workload::W2, Workload::W4, Workload::W3 { as_of_ms: data::now_ms() }] {
-            for s in &systems {
-                let r = timed(s, w, &args).await?;
-                run.record(s.kind(), w.name(), r)?;
-            }
+            run.each_system(&systems, w).await?;
         }
         summarise(&run.results);
         return verdict(&run.results);
@@ -205,10 +211,7 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         )?;
     }
     for w in [Workload::W0, Workload::W2, Workload::W4] {
-        for s in &systems {
-            let r = timed(s, w, &args).await?;
-            run.record(s.kind(), w.name(), r)?;
-        }
+        run.each_system(&systems, w).await?;
     }
     // W3 rewinds to just before W1: keys W1 touched are read from their history.
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -220,10 +223,7 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         let v = s.check().await?;
         run.record(s.kind(), "check_w1", serde_json::to_value(v)?)?;
     }
-    for s in &systems {
-        let r = timed(s, Workload::W3 { as_of_ms: before_w1 }, &args).await?;
-        run.record(s.kind(), "w3", r)?;
-    }
+    run.each_system(&systems, Workload::W3 { as_of_ms: before_w1 }).await?;
     for s in &systems {
         let k = s.kind();
         let (dir, pid) = match k {
