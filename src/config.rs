@@ -162,6 +162,7 @@ pub struct FileLimits {
     pub sse_buffer: Option<usize>,
     pub min_free_disk_bytes: Option<u64>,
     pub storage_cache_bytes: Option<u64>,
+    pub storage_checkpoint_bytes: Option<u64>,
     pub request_timeout_secs: Option<usize>,
     pub header_read_timeout_secs: Option<usize>,
     pub max_header_bytes: Option<usize>,
@@ -194,6 +195,11 @@ pub struct Limits {
     /// full; the resident memory it costs is about twice this (records are
     /// larger in memory than on disk). See docs/operations.md, "Memory".
     pub storage_cache_bytes: u64,
+    /// redb stores: journal bytes after which the writes in it are
+    /// checkpointed into the store file. The writes not yet checkpointed
+    /// are held in memory (at most about twice this) and replayed when the
+    /// store opens after a crash. sled stores ignore it.
+    pub storage_checkpoint_bytes: u64,
     /// Longest a non-streaming HTTP request may take, from its headers to
     /// the start of its answer (503 `Unavailable` beyond); streams are exempt.
     pub request_timeout_secs: usize,
@@ -220,6 +226,7 @@ impl Default for Limits {
             sse_buffer: 1024,
             min_free_disk_bytes: 64 << 20,
             storage_cache_bytes: 512 << 20,
+            storage_checkpoint_bytes: tempora_storage::kv::CHECKPOINT_BYTES,
             request_timeout_secs: 30,
             header_read_timeout_secs: 30,
             max_header_bytes: 64 * 1024,
@@ -228,6 +235,20 @@ impl Default for Limits {
             tcp_idle_timeout_secs: 300,
         }
     }
+}
+
+/// Below this, checkpoints come so often that each costs more per write
+/// than it saves (docs/performance.md measured 2 MiB against 8 MiB).
+const MIN_CHECKPOINT_BYTES: u64 = 1 << 20;
+/// Above this, the writes waiting for a checkpoint would hold gigabytes of
+/// memory and take minutes to replay after a crash.
+const MAX_CHECKPOINT_BYTES: u64 = 1 << 30;
+
+fn checkpoint_bytes(v: u64) -> Result<u64> {
+    if v > MAX_CHECKPOINT_BYTES {
+        bail!("TEMPORA_STORAGE_CHECKPOINT_BYTES must be at most {MAX_CHECKPOINT_BYTES}, got {v}");
+    }
+    Ok(v)
 }
 
 /// The flag layer (filled by clap in `main`).
@@ -372,6 +393,12 @@ impl Config {
                 d.storage_cache_bytes,
                 4 << 20,
             )?,
+            storage_checkpoint_bytes: checkpoint_bytes(bytes(
+                "TEMPORA_STORAGE_CHECKPOINT_BYTES",
+                fl.storage_checkpoint_bytes,
+                d.storage_checkpoint_bytes,
+                MIN_CHECKPOINT_BYTES,
+            )?)?,
             request_timeout_secs: num("TEMPORA_REQUEST_TIMEOUT_SECS", fl.request_timeout_secs, d.request_timeout_secs)?,
             header_read_timeout_secs: num(
                 "TEMPORA_HEADER_READ_TIMEOUT_SECS",
@@ -624,6 +651,25 @@ mod tests {
             let err = Config::load(None, &env_of(&[("TEMPORA_STORAGE_CACHE_BYTES", bad)]), Overrides::default())
                 .unwrap_err();
             assert!(format!("{err:#}").contains("TEMPORA_STORAGE_CACHE_BYTES"), "{bad}: {err:#}");
+        }
+    }
+
+    #[test]
+    fn the_checkpoint_size_comes_from_the_file_or_the_environment_within_bounds() {
+        let d = Config::load(None, &env_of(&[]), Overrides::default()).unwrap();
+        assert_eq!(d.limits.storage_checkpoint_bytes, 8 << 20);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(&file, "[limits]\nstorage_checkpoint_bytes = 33554432\n").unwrap();
+        let c = Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap();
+        assert_eq!(c.limits.storage_checkpoint_bytes, 32 << 20);
+        let env = env_of(&[("TEMPORA_STORAGE_CHECKPOINT_BYTES", "2097152")]);
+        let c = Config::load(Some(&file), &env, Overrides::default()).unwrap();
+        assert_eq!(c.limits.storage_checkpoint_bytes, 2 << 20);
+        for bad in ["1000", "2147483648", "lots"] {
+            let env = env_of(&[("TEMPORA_STORAGE_CHECKPOINT_BYTES", bad)]);
+            let err = Config::load(None, &env, Overrides::default()).unwrap_err();
+            assert!(format!("{err:#}").contains("TEMPORA_STORAGE_CHECKPOINT_BYTES"), "{bad}: {err:#}");
         }
     }
 

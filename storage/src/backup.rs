@@ -23,7 +23,7 @@
 //! out, so a truncated or damaged file never leaves a half-restored store.
 
 use crate::error::{EngineError, Result, StorageError};
-use crate::engine::Backend;
+use crate::engine::{Backend, EngineConfig};
 use crate::kv::{CapturingKv, Keyspace, OrderedKv, WriteBatch};
 use crate::model::{Millis, Tx};
 use crate::record::{self, Clock};
@@ -297,8 +297,9 @@ pub fn restore_reopening_every(input: &mut dyn Read, dir: &Path, bytes: usize) -
     if let Some(parent) = scratch.parent() {
         std::fs::create_dir_all(parent).map_err(StorageError::from)?;
     }
+    let config = EngineConfig::default().cache_bytes(RESTORE_CACHE);
     let result = (|| {
-        let mut kv = Some(Backend::default().open(&scratch, RESTORE_CACHE)?);
+        let mut kv = Some(Backend::default().open(&scratch, &config)?);
         let mut batch = WriteBatch::default();
         let mut since_open = 0usize;
         let summary = read(input, |ks, k, v| {
@@ -310,7 +311,7 @@ pub fn restore_reopening_every(input: &mut dyn Read, dir: &Path, bytes: usize) -
                 if since_open >= bytes {
                     store.sync()?;
                     kv = None; // closed before it is opened again: one handle holds the directory
-                    kv = Some(Backend::default().open(&scratch, RESTORE_CACHE)?);
+                    kv = Some(Backend::default().open(&scratch, &config)?);
                     since_open = 0;
                 }
             }

@@ -25,6 +25,10 @@ pub struct EngineConfig {
     pub durability: Durability,
     /// Page cache size of the backend.
     pub cache_bytes: u64,
+    /// redb: journal bytes between two checkpoints into the store file
+    /// (the writes since the last one are held in memory, about twice this
+    /// at most, and replayed after a crash). sled ignores it.
+    pub checkpoint_bytes: u64,
     /// Most requests in one commit group.
     pub max_group: usize,
     /// Free bytes the data directory's filesystem must keep: writes are
@@ -58,11 +62,14 @@ impl Backend {
         }
     }
 
-    /// Opens (creating if needed) a store of this backend in `dir`.
-    pub fn open(self, dir: &std::path::Path, cache_bytes: u64) -> Result<Arc<dyn OrderedKv>> {
+    /// Opens (creating if needed) a store of this backend in `dir`, with
+    /// the cache and checkpoint sizes of `config`.
+    pub fn open(self, dir: &std::path::Path, config: &EngineConfig) -> Result<Arc<dyn OrderedKv>> {
         Ok(match self {
-            Backend::Redb => Arc::new(RedbKv::open(dir, cache_bytes)?),
-            Backend::Sled => Arc::new(SledKv::open(dir, cache_bytes)?),
+            Backend::Redb => {
+                Arc::new(RedbKv::open(dir, config.cache_bytes)?.checkpoint_every(config.checkpoint_bytes))
+            }
+            Backend::Sled => Arc::new(SledKv::open(dir, config.cache_bytes)?),
         })
     }
 
@@ -80,6 +87,7 @@ impl Default for EngineConfig {
             path: None,
             durability: Durability::Durable,
             cache_bytes: 512 << 20,
+            checkpoint_bytes: crate::kv::CHECKPOINT_BYTES,
             max_group: 512,
             min_free_bytes: 0,
             backend: Backend::default(),
@@ -104,6 +112,10 @@ impl EngineConfig {
     }
     pub fn cache_bytes(mut self, bytes: u64) -> Self {
         self.cache_bytes = bytes;
+        self
+    }
+    pub fn checkpoint_bytes(mut self, bytes: u64) -> Self {
+        self.checkpoint_bytes = bytes;
         self
     }
     pub fn backend(mut self, backend: Backend) -> Self {
@@ -165,7 +177,7 @@ impl Engine {
             Some(p) => {
                 std::fs::create_dir_all(p).map_err(crate::error::StorageError::from)?;
                 let backend = Backend::found_in(p).unwrap_or(config.backend);
-                (backend.open(p, config.cache_bytes)?, p.display().to_string())
+                (backend.open(p, &config)?, p.display().to_string())
             }
             None => (config.backend.temporary()?, "temporary store".to_string()),
         };

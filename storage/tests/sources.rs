@@ -342,7 +342,8 @@ fn many_sources_are_counted_apart() {
 /// written: the same data without the per-source counters (`meta` keys under
 /// `0x08`) and with format marker 2.
 fn downgrade_to_format_2(dir: &Path) {
-    let kv = tempora_storage::Backend::found_in(dir).expect("a store").open(dir, 1 << 20).unwrap();
+    let config = tempora_storage::EngineConfig::default().cache_bytes(1 << 20);
+    let kv = tempora_storage::Backend::found_in(dir).expect("a store").open(dir, &config).unwrap();
     let mut b = WriteBatch::default();
     let mut removed = 0;
     for item in scan_prefix(kv.as_ref(), Keyspace::Meta, &[0x08], false) {

@@ -48,10 +48,11 @@ pub const FILE_NAME: &str = "tempora.redb";
 type Table = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
 type Entry = (redb::AccessGuard<'static, &'static [u8]>, redb::AccessGuard<'static, &'static [u8]>);
 
-/// Journal bytes after which the batches in it are checkpointed into redb.
-/// Bigger means fewer checkpoints, each cheaper per write, but more memory
-/// (the layer holds about as much as the journal) and more to replay after a
-/// crash.
+/// Journal bytes after which the batches in it are checkpointed into redb,
+/// unless the store is opened with another figure ([`RedbKv::checkpoint_every`];
+/// `[limits] storage_checkpoint_bytes` in the server). Bigger means fewer
+/// checkpoints, each cheaper per write, but more memory (the layer holds
+/// about as much as the journal) and more to replay after a crash.
 pub const CHECKPOINT_BYTES: u64 = 8 << 20;
 
 fn definition(ks: Keyspace) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
@@ -68,7 +69,8 @@ pub struct RedbKv {
     shared: Arc<Shared>,
     /// The page cache's ceiling, as given to redb.
     cache_bytes: u64,
-    /// [`CHECKPOINT_BYTES`] but in tests.
+    /// Journal bytes that start a checkpoint: [`CHECKPOINT_BYTES`] unless
+    /// set with [`RedbKv::checkpoint_every`].
     checkpoint_bytes: u64,
     /// Set by tests that drop the store as a crash would leave it.
     skip_checkpoint_on_close: bool,
@@ -160,6 +162,13 @@ impl RedbKv {
         let sync_handles = journals.iter().map(Journal::sync_handle).collect::<Result<_, _>>()?;
         let durable = Durable { dir: dir.to_path_buf(), sync_handles };
         Self::with(db, cache_bytes, Writer::new(journals, next_seq), Some(durable))
+    }
+
+    /// Checkpoints every `bytes` of journal instead of [`CHECKPOINT_BYTES`]
+    /// (at least one batch per checkpoint, however small `bytes` is).
+    pub fn checkpoint_every(mut self, bytes: u64) -> Self {
+        self.checkpoint_bytes = bytes.max(1);
+        self
     }
 
     /// A store that lives in memory, for tests.
