@@ -41,7 +41,7 @@ if [ -z "$addr" ]; then
 fi
 
 echo "== tempora-load compare --systems tempora --size 1000 (server at $addr)"
-"$BIN/tempora-load" compare --systems tempora --size 1000 --duration 2 --warmup 1 \
+"$BIN/tempora-load" compare --systems tempora --size 1000 --duration 2 --warmup 1 --settle-max-secs 5 \
     --tempora-url "http://$addr" --tempora-data "$work/data" --tempora-pid "$server" | tee "$work/summary.txt"
 
 # The tool checked itself; make sure every check it reports ran and found nothing.
@@ -55,7 +55,7 @@ done
 
 # The reads again on the store the run left, as when comparing builds of the read path.
 echo "== tempora-load compare --systems tempora --size 1000 --reads-only"
-"$BIN/tempora-load" compare --systems tempora --size 1000 --duration 1 --warmup 0 --reads-only \
+"$BIN/tempora-load" compare --systems tempora --size 1000 --duration 1 --warmup 0 --reads-only --settle-max-secs 5 \
     --tempora-url "http://$addr" | tee "$work/reads.txt"
 for w in w0 w2 w4 w3; do
     grep -q "^$w  *tempora " "$work/reads.txt" || { echo "missing $w in --reads-only" >&2; exit 1; }

@@ -16,6 +16,10 @@
 //!    overlapping current intervals.
 //! 5. `w3` point read as of a record time before `w1` and a valid time in 2021.
 //!
+//! Every step starts once the machine is quiet again (`measure::settle`), so
+//! the work a step leaves behind (index merges, vacuum, purge) is not timed
+//! as part of another system's step; each step's wait is recorded with it.
+//!
 //! Every result is one JSON line appended to `--out`; `tempora-load plot`
 //! draws them.
 
@@ -105,6 +109,10 @@ pub struct CompareArgs {
     /// W1. For comparing builds of the read path, and for profiling it.
     #[arg(long)]
     pub reads_only: bool,
+    /// Longest wait, before each step, for the machine to be quiet again
+    /// (see `measure::settle`); 0 does not wait.
+    #[arg(long, default_value_t = 300)]
+    pub settle_max_secs: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -149,9 +157,20 @@ impl Run<'_> {
     async fn each_system(&mut self, systems: &[System], w: Workload) -> Result<()> {
         for s in systems {
             let r = timed(s, w, self.args).await?;
-            self.record(s.kind(), w.name(), r)?;
+            self.record_settled(s.kind(), w.name(), r).await?;
         }
         Ok(())
+    }
+
+    /// Records a step once the machine is quiet again, with the wait
+    /// (`settle_s`): what the system went on doing after the step ended.
+    async fn record_settled(&mut self, system: Kind, workload: &str, mut v: Value) -> Result<()> {
+        v["settle_s"] = json!(self.settle().await);
+        self.record(system, workload, v)
+    }
+
+    async fn settle(&self) -> f64 {
+        measure::settle(Duration::from_secs(self.args.settle_max_secs)).await
     }
 
     fn record(&mut self, system: Kind, workload: &str, mut v: Value) -> Result<()> {
@@ -181,6 +200,7 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         None => None,
     };
     let mut run = Run { args: &args, out, results: Vec::new() };
+    run.settle().await;
     if args.reads_only {
         for w in [Workload::W0, Workload::W2, Workload::W4, Workload::W3 { as_of_ms: data::now_ms() }] {
             run.each_system(&systems, w).await?;
@@ -197,18 +217,19 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
             let r = timed(s, Workload::Hot, &args).await?;
             run.record(s.kind(), "hotkey", r)?;
             let v = s.check().await?;
-            run.record(s.kind(), "check_hotkey", serde_json::to_value(v)?)?;
+            run.record_settled(s.kind(), "check_hotkey", serde_json::to_value(v)?).await?;
         }
     }
     for s in &systems {
         let started = Instant::now();
         s.bulk_load(args.size, args.bulk_streams).await?;
         let secs = started.elapsed().as_secs_f64();
-        run.record(
+        run.record_settled(
             s.kind(),
             "w5",
             json!({"facts": args.size, "seconds": secs, "throughput_per_s": args.size as f64 / secs}),
-        )?;
+        )
+        .await?;
     }
     for w in [Workload::W0, Workload::W2, Workload::W4] {
         run.each_system(&systems, w).await?;
@@ -221,7 +242,7 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         let r = timed(s, Workload::W1, &args).await?;
         run.record(s.kind(), "w1", r)?;
         let v = s.check().await?;
-        run.record(s.kind(), "check_w1", serde_json::to_value(v)?)?;
+        run.record_settled(s.kind(), "check_w1", serde_json::to_value(v)?).await?;
     }
     run.each_system(&systems, Workload::W3 { as_of_ms: before_w1 }).await?;
     for s in &systems {
@@ -357,8 +378,8 @@ fn summarise(results: &[Value]) {
     let get =
         |system: &str, workload: &str| results.iter().find(|r| r["system"] == system && r["workload"] == workload);
     println!(
-        "{:<8} {:<9} {:>12} {:>9} {:>9} {:>8} {:>8} {:>14}",
-        "workload", "system", "per s", "p50 ms", "p99 ms", "errors", "retries", "tempora/this"
+        "{:<8} {:<9} {:>12} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9}",
+        "workload", "system", "per s", "p50 ms", "p99 ms", "errors", "retries", "tempora/this", "settle s"
     );
     for w in ["hotkey", "w5", "w0", "w2", "w4", "w1", "w3"] {
         let base = get("tempora", w).and_then(|r| r["throughput_per_s"].as_f64());
@@ -367,12 +388,15 @@ fn summarise(results: &[Value]) {
             let tput = r["throughput_per_s"].as_f64().unwrap_or(0.0);
             let ratio = base.filter(|_| tput > 0.0).map(|b| format!("{:.2}x", b / tput)).unwrap_or_default();
             let f = |k: &str| r[k].as_f64().map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
+            // The writes settle after their check, which is recorded apart.
+            let settled = get(s, &format!("check_{w}")).unwrap_or(r)["settle_s"].as_f64();
             println!(
-                "{w:<8} {s:<9} {tput:>12.0} {:>9} {:>9} {:>8} {:>8} {ratio:>14}",
+                "{w:<8} {s:<9} {tput:>12.0} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9}",
                 f("p50_ms"),
                 f("p99_ms"),
                 r["errors"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
                 r["retries"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+                settled.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
             );
         }
     }
