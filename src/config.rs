@@ -244,13 +244,6 @@ const MIN_CHECKPOINT_BYTES: u64 = 1 << 20;
 /// memory and take minutes to replay after a crash.
 const MAX_CHECKPOINT_BYTES: u64 = 1 << 30;
 
-fn checkpoint_bytes(v: u64) -> Result<u64> {
-    if v > MAX_CHECKPOINT_BYTES {
-        bail!("TEMPORA_STORAGE_CHECKPOINT_BYTES must be at most {MAX_CHECKPOINT_BYTES}, got {v}");
-    }
-    Ok(v)
-}
-
 /// The flag layer (filled by clap in `main`).
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
@@ -360,8 +353,8 @@ impl Config {
             }
             Ok(v)
         };
-        // A byte count at least `floor`.
-        let bytes = |var: &str, file: Option<u64>, default: u64, floor: u64| -> Result<u64> {
+        // A byte count from `floor` to `ceiling`.
+        let bytes = |var: &str, file: Option<u64>, default: u64, floor: u64, ceiling: u64| -> Result<u64> {
             let v = match env(var) {
                 Some(v) => v
                     .trim()
@@ -371,6 +364,9 @@ impl Config {
             };
             if v < floor {
                 bail!("{var} must be at least {floor}, got {v}");
+            }
+            if v > ceiling {
+                bail!("{var} must be at most {ceiling}, got {v}");
             }
             Ok(v)
         };
@@ -384,6 +380,7 @@ impl Config {
                 fl.min_free_disk_bytes,
                 d.min_free_disk_bytes,
                 0,
+                u64::MAX,
             )?,
             // Below a few MiB every read misses and the engine crawls; that
             // is never what anyone wants.
@@ -392,13 +389,15 @@ impl Config {
                 fl.storage_cache_bytes,
                 d.storage_cache_bytes,
                 4 << 20,
+                u64::MAX,
             )?,
-            storage_checkpoint_bytes: checkpoint_bytes(bytes(
+            storage_checkpoint_bytes: bytes(
                 "TEMPORA_STORAGE_CHECKPOINT_BYTES",
                 fl.storage_checkpoint_bytes,
                 d.storage_checkpoint_bytes,
                 MIN_CHECKPOINT_BYTES,
-            )?)?,
+                MAX_CHECKPOINT_BYTES,
+            )?,
             request_timeout_secs: num("TEMPORA_REQUEST_TIMEOUT_SECS", fl.request_timeout_secs, d.request_timeout_secs)?,
             header_read_timeout_secs: num(
                 "TEMPORA_HEADER_READ_TIMEOUT_SECS",

@@ -31,7 +31,9 @@ async fn the_journal_is_checkpointed_at_the_configured_size_and_a_kill_9_loses_n
     let mut largest_step = 0u64;
     for b in 0..BATCHES {
         let facts: Vec<_> = (0..FACTS_PER_BATCH)
-            .map(|i| json!({"subject": format!("Doc:{b}"), "predicate": format!("line_{i}"), "object": format!("{i} {filler}")}))
+            .map(|i| {
+                json!({"subject": format!("Doc:{b}"), "predicate": format!("line_{i}"), "object": format!("{i} {filler}")})
+            })
             .collect();
         api.post("/api/facts/batch", &json!({ "facts": facts })).await.expect(201);
         let now = journal_sizes(&data);
@@ -79,5 +81,5 @@ fn a_checkpoint_size_out_of_bounds_is_refused_at_start() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("TEMPORA_STORAGE_CHECKPOINT_BYTES"), "{err}");
-    assert!(!Path::new(&tmp.path().join("data").join("tempora.redb")).exists(), "nothing was created");
+    assert!(!tmp.path().join("data").join("tempora.redb").exists(), "nothing was created");
 }
