@@ -81,6 +81,21 @@ impl Backend {
     }
 }
 
+/// Rewrites the store in `dir` packed, in key order, and checks the copy
+/// before it replaces the store (`kv::compact_redb` says why a store needs
+/// it). No server may have the store open.
+pub fn compact(dir: &std::path::Path) -> Result<crate::kv::CompactSummary> {
+    match Backend::found_in(dir) {
+        Some(Backend::Redb) => Ok(crate::kv::compact_redb(dir)?),
+        Some(Backend::Sled) => Err(EngineError::invalid(format!(
+            "{} is a sled store, and compaction rewrites redb stores; move it to redb with `tempora backup \
+             --data-dir` and `tempora restore`, which writes it packed",
+            dir.display()
+        ))),
+        None => Err(EngineError::invalid(format!("{} holds no store", dir.display()))),
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {

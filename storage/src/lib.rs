@@ -59,7 +59,7 @@ pub mod record;
 pub mod space;
 mod write;
 
-pub use engine::{Backend, Engine, EngineConfig};
+pub use engine::{compact, Backend, Engine, EngineConfig};
 pub use error::{EngineError, StorageError};
 pub use limits::*;
 pub use migrate::CURRENT_FORMAT;

@@ -28,6 +28,7 @@
 //! batch. A reader takes the current view (one `Arc` clone) and never waits
 //! for the writer.
 
+pub(crate) mod compact;
 mod writer;
 
 use super::journal::{self, Journal, SyncHandle};
