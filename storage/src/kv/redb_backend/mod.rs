@@ -41,7 +41,9 @@ use std::fs::File;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 use writer::Writer;
+pub use writer::IDLE_CHECKPOINT;
 
 /// The store's file inside the data directory.
 pub const FILE_NAME: &str = "tempora.redb";
@@ -91,6 +93,8 @@ struct Shared {
     /// Signalled when a checkpoint finishes, for a writer waiting to start
     /// the next.
     checkpoint_done: Condvar,
+    /// Wakes the idle-checkpoint thread when the store closes.
+    idle_wake: Condvar,
     /// Makes every checkpoint fail, as a full disk would.
     #[cfg(test)]
     fail_checkpoints: std::sync::atomic::AtomicBool,
@@ -172,6 +176,14 @@ impl RedbKv {
         self
     }
 
+    /// Checkpoints the batches in memory once the store has had none for
+    /// `after` ([`IDLE_CHECKPOINT`] unless set here); `None` only when the
+    /// journal fills.
+    pub fn idle_checkpoint_after(self, after: Option<Duration>) -> Self {
+        self.shared.writer.lock().idle_after = after;
+        self
+    }
+
     /// A store that lives in memory, for tests.
     pub fn temporary() -> Result<Self, StorageError> {
         let cache_bytes = DEFAULT_TEMPORARY_CACHE;
@@ -190,11 +202,16 @@ impl RedbKv {
             view: RwLock::new(Arc::new(view)),
             writer: Mutex::new(writer),
             checkpoint_done: Condvar::new(),
+            idle_wake: Condvar::new(),
             #[cfg(test)]
             fail_checkpoints: Default::default(),
         };
+        let shared = Arc::new(shared);
+        if durable.is_some() {
+            Shared::start_idle_checkpoints(&shared)?;
+        }
         Ok(RedbKv {
-            shared: Arc::new(shared),
+            shared,
             cache_bytes,
             checkpoint_bytes: CHECKPOINT_BYTES,
             skip_checkpoint_on_close: false,

@@ -83,7 +83,7 @@ fn wait_for_checkpoint(kv: &RedbKv) {
 #[test]
 fn a_checkpoint_commits_while_a_reader_holds_the_publish_lock_and_the_batch_shows_once_it_lets_go() {
     let dir = tempfile::tempdir().unwrap();
-    let mut kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+    let mut kv = RedbKv::open(dir.path(), 1 << 20).unwrap().idle_checkpoint_after(None);
     kv.checkpoint_bytes = 1; // every batch after the first one journaled
     let kv = Arc::new(kv);
     kv.apply(put(Keyspace::Log, b"a", b"1")).unwrap();
@@ -234,7 +234,7 @@ fn a_full_journal_is_checkpointed_into_the_store_and_started_over() {
 fn a_failed_checkpoint_loses_nothing_and_the_next_writer_to_need_one_gets_the_error() {
     use std::sync::atomic::Ordering::SeqCst;
     let open = |dir: &Path| {
-        let mut kv = RedbKv::open(dir, 1 << 20).unwrap();
+        let mut kv = RedbKv::open(dir, 1 << 20).unwrap().idle_checkpoint_after(None);
         kv.checkpoint_bytes = 1; // every batch after the first one journaled
         kv
     };
@@ -330,7 +330,7 @@ mod model {
     }
 
     fn open(dir: &Path, checkpoint_bytes: u64) -> RedbKv {
-        let mut kv = RedbKv::open(dir, 1 << 20).unwrap();
+        let mut kv = RedbKv::open(dir, 1 << 20).unwrap().idle_checkpoint_after(None);
         kv.checkpoint_bytes = checkpoint_bytes;
         kv
     }
@@ -400,4 +400,52 @@ mod model {
             }
         }
     }
+}
+
+#[test]
+fn once_writes_stop_the_batches_in_memory_go_to_redb_and_reads_see_redb_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let idle = std::time::Duration::from_secs(2);
+    let kv = RedbKv::open(dir.path(), 1 << 20).unwrap().idle_checkpoint_after(Some(idle));
+    for i in 0..20u32 {
+        kv.apply(put(Keyspace::Log, &i.to_be_bytes(), b"v")).unwrap();
+    }
+    kv.sync().unwrap();
+    // Far below the checkpoint size: in memory and in the journal only.
+    assert!(!kv.view().active.is_empty());
+    assert_eq!(stored_seq(&kv.shared.db), 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let view = kv.view();
+        if view.active.is_empty() && view.frozen.is_none() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no checkpoint once the writes stopped");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(stored_seq(&kv.shared.db), 20, "every batch is in redb");
+    for name in journal::FILE_NAMES {
+        assert_eq!(std::fs::metadata(dir.path().join(name)).unwrap().len(), 0, "{name} started over");
+    }
+    assert_eq!(keys(kv.scan(Keyspace::Log, Bound::Unbounded, Bound::Unbounded, false)).len(), 20);
+
+    // Writes go on after it as before, and a crash loses none of them.
+    kv.apply(put(Keyspace::Log, b"later", b"w")).unwrap();
+    kv.sync().unwrap();
+    let mut kv = kv;
+    kv.skip_checkpoint_on_close = true;
+    drop(kv);
+    let kv = RedbKv::open(dir.path(), 1 << 20).unwrap();
+    assert_eq!(keys(kv.scan(Keyspace::Log, Bound::Unbounded, Bound::Unbounded, false)).len(), 21);
+}
+
+#[test]
+fn a_store_without_idle_checkpoints_keeps_its_batches_in_memory_until_the_journal_fills() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = RedbKv::open(dir.path(), 1 << 20).unwrap().idle_checkpoint_after(Some(std::time::Duration::from_millis(50)));
+    let kv = kv.idle_checkpoint_after(None);
+    kv.apply(put(Keyspace::Log, b"a", b"1")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    assert!(!kv.view().active.is_empty());
+    assert_eq!(stored_seq(&kv.shared.db), 0);
 }
