@@ -442,8 +442,9 @@ fn once_writes_stop_the_batches_in_memory_go_to_redb_and_reads_see_redb_alone() 
 #[test]
 fn a_store_without_idle_checkpoints_keeps_its_batches_in_memory_until_the_journal_fills() {
     let dir = tempfile::tempdir().unwrap();
-    let kv = RedbKv::open(dir.path(), 1 << 20).unwrap().idle_checkpoint_after(Some(std::time::Duration::from_millis(50)));
-    let kv = kv.idle_checkpoint_after(None);
+    let short = Some(std::time::Duration::from_millis(50));
+    // Turned off after the thread started with a short period.
+    let kv = RedbKv::open(dir.path(), 1 << 20).unwrap().idle_checkpoint_after(short).idle_checkpoint_after(None);
     kv.apply(put(Keyspace::Log, b"a", b"1")).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(600));
     assert!(!kv.view().active.is_empty());
