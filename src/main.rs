@@ -32,7 +32,7 @@ enum Command {
     ///
     /// Reads the data directory like serve does (flag > TEMPORA_DATA_DIR >
     /// the config file > the default).
-    Reindex(ReindexArgs),
+    Reindex(DataDirArgs),
     /// Rewrite the store of a data directory packed, in key order, to take
     /// less disk and read faster once it no longer fits in memory (most useful
     /// after a large import). The copy is checked before it replaces the
@@ -41,7 +41,7 @@ enum Command {
     ///
     /// Reads the data directory like serve does (flag > TEMPORA_DATA_DIR >
     /// the config file > the default).
-    Compact(ReindexArgs),
+    Compact(DataDirArgs),
     /// Exit 0 when the server answers GET /healthz (for container health
     /// checks; needs no curl). The address defaults to TEMPORA_HTTP_ADDR, with
     /// 0.0.0.0 taken as loopback.
@@ -117,7 +117,7 @@ struct ServeArgs {
 }
 
 #[derive(clap::Args)]
-struct ReindexArgs {
+struct DataDirArgs {
     /// TOML configuration file [env: TEMPORA_CONFIG]
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -196,7 +196,7 @@ fn serve(args: ServeArgs) -> Result<()> {
 }
 
 /// The configuration of an offline command, whose data directory must exist.
-fn offline_config(args: ReindexArgs) -> Result<Config> {
+fn offline_config(args: DataDirArgs) -> Result<Config> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let file = args.config.clone().or_else(|| env("TEMPORA_CONFIG").map(PathBuf::from));
     let flags = Overrides { data_dir: args.data_dir, ..Default::default() };
@@ -208,7 +208,7 @@ fn offline_config(args: ReindexArgs) -> Result<Config> {
     Ok(cfg)
 }
 
-fn compact(args: ReindexArgs) -> Result<()> {
+fn compact(args: DataDirArgs) -> Result<()> {
     let cfg = offline_config(args)?;
     let done = tempora_storage::compact(&cfg.data_dir).map_err(|e| match e {
         tempora_storage::EngineError::Storage(tempora_storage::StorageError::Locked(_)) => anyhow::anyhow!(
@@ -229,7 +229,7 @@ fn compact(args: ReindexArgs) -> Result<()> {
     Ok(())
 }
 
-fn reindex(args: ReindexArgs) -> Result<()> {
+fn reindex(args: DataDirArgs) -> Result<()> {
     let cfg = offline_config(args)?;
     // The store locks its files: a running server makes this fail.
     let engine = tempora::server::open_engine(&cfg).map_err(|e| {
