@@ -219,8 +219,9 @@ impl Shared {
     }
 
     /// Starts the thread that checkpoints the active layer once no batch
-    /// has come for `idle_after` ([`IDLE_CHECKPOINT`]). It holds the store
-    /// only while it looks, so the close can stop and join it.
+    /// has come for `idle_after` ([`IDLE_CHECKPOINT`]). It looks every
+    /// quarter of that period at most, under the writer's lock; the close
+    /// wakes it, and it ends and is joined.
     pub(super) fn start_idle_checkpoints(this: &Arc<Shared>) -> Result<(), StorageError> {
         let weak = Arc::downgrade(this);
         let thread = std::thread::Builder::new()
