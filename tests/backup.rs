@@ -9,18 +9,12 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 fn tempora(args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tempora"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("TEMPORA_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.args(args).output().expect("tempora runs")
+    tempora_command().args(args).output().expect("tempora runs")
 }
 
 fn ok(out: &Output) -> String {

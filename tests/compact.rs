@@ -10,16 +10,10 @@ use common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn tempora(args: &[&str], data: &Path) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tempora"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("TEMPORA_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.args(args).arg("--data-dir").arg(data).output().expect("tempora runs")
+    tempora_command().args(args).arg("--data-dir").arg(data).output().expect("tempora runs")
 }
 
 /// Disk space of the store's file.

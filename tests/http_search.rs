@@ -8,7 +8,6 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::Duration;
 
 /// GET /api/search with `question` and extra raw query parameters.
@@ -383,13 +382,8 @@ async fn the_index_catches_up_after_kill_9() {
 }
 
 fn reindex(data: &std::path::Path) -> std::process::Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tempora"));
+    let mut cmd = tempora_command();
     cmd.arg("reindex").arg("--data-dir").arg(data);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("TEMPORA_") {
-            cmd.env_remove(k);
-        }
-    }
     cmd.env("NO_COLOR", "1").env("RUST_BACKTRACE", "0").output().expect("tempora reindex runs")
 }
 

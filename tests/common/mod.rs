@@ -19,6 +19,18 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The `tempora` binary, without the `TEMPORA_*` settings of the shell
+/// that runs the tests: each test sets the ones it means.
+pub fn tempora_command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tempora"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TEMPORA_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
 /// Keys of the keyed-mode servers.
 pub const NAS_KEY: &str = "nas-key-1";
 pub const ACME_KEY: &str = "acme-key-1";
@@ -73,7 +85,7 @@ impl Server {
     }
 
     fn launch_with(data_dir: &Path, env: &[(&str, &str)], grpc: bool, tcp: bool) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tempora"));
+        let mut cmd = tempora_command();
         cmd.args(["serve", "--data-dir"]).arg(data_dir).args([
             "--http-addr",
             "127.0.0.1:0",
@@ -82,11 +94,6 @@ impl Server {
             "--tcp-addr",
             if tcp { "127.0.0.1:0" } else { "off" },
         ]);
-        for (k, _) in std::env::vars() {
-            if k.starts_with("TEMPORA_") {
-                cmd.env_remove(k);
-            }
-        }
         cmd.env("NO_COLOR", "1").env("TEMPORA_LOG", "info");
         for (k, v) in env {
             cmd.env(k, v);
