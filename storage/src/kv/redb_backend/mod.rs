@@ -29,6 +29,7 @@
 //! for the writer.
 
 pub(crate) mod compact;
+mod warm;
 mod writer;
 
 use super::journal::{self, Journal, SyncHandle};
@@ -40,6 +41,7 @@ use redb::{ReadableDatabase, TableDefinition};
 use std::fs::File;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use writer::Writer;
@@ -70,8 +72,6 @@ const JOURNAL_SEQ: TableDefinition<'static, &'static str, u64> = TableDefinition
 
 pub struct RedbKv {
     shared: Arc<Shared>,
-    /// The page cache's ceiling, as given to redb.
-    cache_bytes: u64,
     /// Journal bytes that start a checkpoint: [`CHECKPOINT_BYTES`] unless
     /// set with [`RedbKv::checkpoint_every`].
     checkpoint_bytes: u64,
@@ -95,6 +95,12 @@ struct Shared {
     checkpoint_done: Condvar,
     /// Wakes the idle-checkpoint thread when the store closes.
     idle_wake: Condvar,
+    /// The page cache's ceiling, as given to redb.
+    cache_bytes: u64,
+    /// Set first thing by the close: a warm pass under way stops.
+    closing: AtomicBool,
+    /// Warm passes finished (`warm.rs`).
+    warm_passes: AtomicU64,
     /// Makes every checkpoint fail, as a full disk would.
     #[cfg(test)]
     fail_checkpoints: std::sync::atomic::AtomicBool,
@@ -184,6 +190,18 @@ impl RedbKv {
         self
     }
 
+    /// Whether the idle thread warms the page cache (`warm.rs`): at open,
+    /// and after writes the full cache could not keep. On unless set here.
+    pub fn warm_cache(self, on: bool) -> Self {
+        self.shared.writer.lock().warm.budget = on.then(|| warm::budget(self.shared.cache_bytes));
+        self
+    }
+
+    /// Warm passes finished since the store opened.
+    pub fn warm_passes(&self) -> u64 {
+        self.shared.warm_passes.load(Ordering::Acquire)
+    }
+
     /// A store that lives in memory, for tests.
     pub fn temporary() -> Result<Self, StorageError> {
         let cache_bytes = DEFAULT_TEMPORARY_CACHE;
@@ -195,14 +213,18 @@ impl RedbKv {
         Self::with(db, cache_bytes, Writer::new(Vec::new(), 1), None)
     }
 
-    fn with(db: redb::Database, cache_bytes: u64, writer: Writer, durable: Option<Durable>) -> Result<Self, StorageError> {
+    fn with(db: redb::Database, cache_bytes: u64, mut writer: Writer, durable: Option<Durable>) -> Result<Self, StorageError> {
         let view = writer.view(View::tables(&db)?);
+        writer.warm = warm::WarmState::new(cache_bytes);
         let shared = Shared {
             db,
             view: RwLock::new(Arc::new(view)),
             writer: Mutex::new(writer),
             checkpoint_done: Condvar::new(),
             idle_wake: Condvar::new(),
+            cache_bytes,
+            closing: AtomicBool::new(false),
+            warm_passes: AtomicU64::new(0),
             #[cfg(test)]
             fail_checkpoints: Default::default(),
         };
@@ -212,7 +234,6 @@ impl RedbKv {
         }
         Ok(RedbKv {
             shared,
-            cache_bytes,
             checkpoint_bytes: CHECKPOINT_BYTES,
             skip_checkpoint_on_close: false,
             durable,
@@ -377,7 +398,7 @@ impl OrderedKv for RedbKv {
     }
 
     fn cache_fill(&self) -> Option<CacheFill> {
-        Some(CacheFill { used: self.shared.db.cache_stats().used_bytes() as u64, capacity: self.cache_bytes })
+        Some(CacheFill { used: self.shared.db.cache_stats().used_bytes() as u64, capacity: self.shared.cache_bytes })
     }
 }
 

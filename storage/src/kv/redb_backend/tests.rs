@@ -450,3 +450,130 @@ fn a_store_without_idle_checkpoints_keeps_its_batches_in_memory_until_the_journa
     assert!(!kv.view().active.is_empty());
     assert_eq!(stored_seq(&kv.shared.db), 0);
 }
+
+// --- warming the page cache (warm.rs) ---------------------------------------
+
+/// `n` entries of `value_len` bytes in `ks`, in batches of 100, keyed `kNNNNNN`.
+fn fill(kv: &RedbKv, ks: Keyspace, n: u32, value_len: usize) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        let mut b = WriteBatch::default();
+        for i in chunk {
+            b.put(ks, format!("k{i:06}").into_bytes(), vec![(*i % 251) as u8; value_len]);
+        }
+        kv.apply(b).unwrap();
+    }
+}
+
+/// Pages redb had to fetch from the file while reading every key of `ks`.
+fn misses_reading(kv: &RedbKv, ks: Keyspace, n: u32) -> u64 {
+    let before = kv.shared.db.cache_stats().read_misses();
+    for i in 0..n {
+        assert!(kv.get(ks, format!("k{i:06}").as_bytes()).unwrap().is_some());
+    }
+    kv.shared.db.cache_stats().read_misses() - before
+}
+
+/// The misses of reading a table a pass put in the cache: a few at most.
+/// (redb evicts within one of its cache's lock stripes, not the coldest page
+/// of all, so in a 1 MiB cache a page or two the pass read can go; without a
+/// pass these tables miss on about a hundred pages.)
+fn assert_cached(misses: u64) {
+    assert!(misses <= 4, "{misses} pages fetched from the file");
+}
+
+fn wait_for_warm_passes(kv: &RedbKv, passes: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while kv.warm_passes() < passes {
+        assert!(std::time::Instant::now() < deadline, "no warm pass came");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// A store of ~300 KiB of current facts and ~3 MiB of versions, closed,
+/// for a cache of 1 MiB.
+fn store_beyond_the_cache(dir: &Path) {
+    let kv = RedbKv::open(dir, 1 << 20).unwrap();
+    fill(&kv, Keyspace::Versions, 10_000, 300);
+    fill(&kv, Keyspace::Sp, 1_000, 300);
+}
+
+#[test]
+fn a_reopened_store_warms_its_cache_so_reads_fetch_nothing_from_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    store_beyond_the_cache(dir.path());
+    let idle = Some(std::time::Duration::from_millis(20));
+    let cold = RedbKv::open(dir.path(), 1 << 20).unwrap().warm_cache(false).idle_checkpoint_after(idle);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(cold.warm_passes(), 0);
+    let misses = misses_reading(&cold, Keyspace::Sp, 1_000);
+    assert!(misses > 20, "without a pass, the first reads fetch their pages: {misses}");
+    drop(cold);
+
+    let warm = RedbKv::open(dir.path(), 1 << 20).unwrap().idle_checkpoint_after(idle);
+    wait_for_warm_passes(&warm, 1);
+    assert_cached(misses_reading(&warm, Keyspace::Sp, 1_000));
+}
+
+#[test]
+fn a_pass_stops_at_its_budget_having_read_the_most_read_tables_first() {
+    let dir = tempfile::tempdir().unwrap();
+    store_beyond_the_cache(dir.path());
+    let cache = 1 << 20;
+    let kv = RedbKv::open(dir.path(), cache).unwrap().warm_cache(false);
+    let budget = warm::budget(cache);
+    let warmed = kv.shared.warm(budget).unwrap();
+    assert!(!warmed.complete, "{warmed:?}");
+    assert!(warmed.read_bytes >= budget && warmed.read_bytes < budget + (64 << 10), "{warmed:?}");
+    assert!(warmed.fetched_bytes > 0 && warmed.fetched_bytes <= warmed.read_bytes, "{warmed:?}");
+    assert!(warmed.entries > 1_000 && warmed.entries < 11_000, "{warmed:?}");
+    assert!(kv.cache_fill().unwrap().used <= cache);
+    assert_cached(misses_reading(&kv, Keyspace::Sp, 1_000)); // read before the versions
+    assert!(misses_reading(&kv, Keyspace::Versions, 10_000) > 0, "the versions did not all fit");
+
+    // A store that fits is read to the end.
+    drop(kv);
+    let roomy = RedbKv::open(dir.path(), 16 << 20).unwrap().warm_cache(false);
+    let warmed = roomy.shared.warm(warm::budget(16 << 20)).unwrap();
+    assert!(warmed.complete && warmed.entries >= 11_000, "{warmed:?}");
+    assert_cached(misses_reading(&roomy, Keyspace::Versions, 10_000));
+}
+
+#[test]
+fn writes_the_full_cache_could_not_keep_are_read_back_once_the_store_is_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = 1 << 20;
+    let idle = Some(std::time::Duration::from_millis(20));
+    let kv = RedbKv::open(dir.path(), cache).unwrap().checkpoint_every(256 << 10).idle_checkpoint_after(idle);
+    wait_for_warm_passes(&kv, 1); // the one at open, of an empty store
+
+    // A trickle far below a sixteenth of the cache starts no pass.
+    fill(&kv, Keyspace::Sp, 10, 300);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(kv.warm_passes(), 1);
+
+    // Three cachefuls through the checkpoints: the cache is full, and once
+    // the writes stop a pass reads the current facts back in.
+    // (No idle checkpoint during the writes, so that no pass comes between them.)
+    let kv = kv.idle_checkpoint_after(None);
+    fill(&kv, Keyspace::Versions, 10_000, 300);
+    fill(&kv, Keyspace::Sp, 1_000, 300);
+    let kv = kv.idle_checkpoint_after(idle);
+    wait_for_warm_passes(&kv, 2);
+    assert_cached(misses_reading(&kv, Keyspace::Sp, 1_000));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(kv.warm_passes(), 2, "one pass per burst of writes, not one per pause");
+}
+
+#[test]
+fn a_pass_is_due_at_open_then_only_after_enough_was_checkpointed_into_a_full_cache() {
+    let cache = 64 << 20;
+    let mut state = warm::WarmState::new(cache);
+    assert!(state.due(0, cache), "the first pass");
+    state.checkpointed = 0;
+    state.checkpointed(cache / 16 - 1);
+    assert!(!state.due(cache, cache), "too little written");
+    state.checkpointed(1);
+    assert!(state.due(cache, cache));
+    assert!(!state.due(cache / 2, cache), "the cache kept what was written");
+    assert!(!warm::WarmState::off().due(0, cache), "warming switched off");
+}

@@ -8,12 +8,14 @@
 //! next writer to need a checkpoint tries it again itself and, if that fails
 //! too, gets the error, with nothing of its batch applied.
 
+use super::warm::WarmState;
 use super::{commit, Shared, View};
 use crate::error::StorageError;
 use crate::kv::journal::Journal;
 use crate::kv::pending::Pending;
 use crate::kv::WriteBatch;
 use parking_lot::MutexGuard;
+use redb::ReadableDatabase;
 use std::sync::Arc;
 use std::sync::Weak;
 use std::thread::JoinHandle;
@@ -51,6 +53,8 @@ pub(super) struct Writer {
     idle_thread: Option<JoinHandle<()>>,
     /// Set by the close, for the idle-checkpoint thread.
     closed: bool,
+    /// When the idle thread warms the page cache next (`warm.rs`).
+    pub(super) warm: WarmState,
 }
 
 /// A layer on its way to redb.
@@ -78,6 +82,7 @@ impl Writer {
             idle_after: Some(IDLE_CHECKPOINT),
             idle_thread: None,
             closed: false,
+            warm: WarmState::off(),
         }
     }
 
@@ -197,6 +202,7 @@ impl Shared {
             w.journals[journal].start_over()?;
         }
         let tables = View::tables(&self.db)?;
+        w.warm.checkpointed(checkpoint.frozen.bytes());
         w.checkpoint = None;
         *self.view.write() = Arc::new(w.view(tables));
         Ok(())
@@ -250,6 +256,8 @@ impl Shared {
                             Ok(()) => tracing::debug!(idle_ms = idle.as_millis() as u64, "idle checkpoint"),
                             Err(e) => tracing::warn!(error = %e, "idle checkpoint failed to start"),
                         }
+                    } else if idle >= after && w.active.is_empty() && w.checkpoint.is_none() {
+                        this.warm_if_due(&mut w);
                     }
                     after.saturating_sub(idle).max(after / 4)
                 }
@@ -258,11 +266,23 @@ impl Shared {
         }
     }
 
+    /// Runs a warm pass if one is due (`warm.rs`), without the writer's
+    /// lock: batches go on meanwhile.
+    fn warm_if_due(&self, w: &mut MutexGuard<'_, Writer>) {
+        let used = self.db.cache_stats().used_bytes() as u64;
+        let Some(budget) = w.warm.budget.filter(|_| w.warm.due(used, self.cache_bytes)) else { return };
+        w.warm.checkpointed = 0;
+        if let Err(e) = MutexGuard::unlocked(w, || self.warm(budget)) {
+            tracing::warn!(error = %e, "warming the page cache failed");
+        }
+    }
+
     /// Closing the store: stops the idle checkpoints, waits for the
     /// checkpoint under way, then, when `checkpoint`, writes what is pending
     /// to redb too, and waits for the threads to be gone (they hold the
     /// database open).
     pub(super) fn close(this: &Arc<Shared>, checkpoint: bool) -> Result<(), StorageError> {
+        this.closing.store(true, std::sync::atomic::Ordering::Release);
         let idle = {
             let mut w = this.writer.lock();
             w.closed = true;
