@@ -163,6 +163,7 @@ pub struct FileLimits {
     pub min_free_disk_bytes: Option<u64>,
     pub storage_cache_bytes: Option<u64>,
     pub storage_checkpoint_bytes: Option<u64>,
+    pub storage_warm_cache: Option<bool>,
     pub request_timeout_secs: Option<usize>,
     pub header_read_timeout_secs: Option<usize>,
     pub max_header_bytes: Option<usize>,
@@ -200,6 +201,11 @@ pub struct Limits {
     /// are held in memory (at most about twice this) and replayed when the
     /// store opens after a crash. sled stores ignore it.
     pub storage_checkpoint_bytes: u64,
+    /// redb stores: read the most-read tables into the page cache in the
+    /// background when the store opens, and again once writes have gone by
+    /// that a full cache could not keep (docs/storage.md, "Warming the
+    /// cache"). sled stores ignore it.
+    pub storage_warm_cache: bool,
     /// Longest a non-streaming HTTP request may take, from its headers to
     /// the start of its answer (503 `Unavailable` beyond); streams are exempt.
     pub request_timeout_secs: usize,
@@ -227,6 +233,7 @@ impl Default for Limits {
             min_free_disk_bytes: 64 << 20,
             storage_cache_bytes: 512 << 20,
             storage_checkpoint_bytes: tempora_storage::kv::CHECKPOINT_BYTES,
+            storage_warm_cache: true,
             request_timeout_secs: 30,
             header_read_timeout_secs: 30,
             max_header_bytes: 64 * 1024,
@@ -370,6 +377,16 @@ impl Config {
             }
             Ok(v)
         };
+        let boolean = |var: &str, file: Option<bool>, default: bool| -> Result<bool> {
+            match env(var) {
+                Some(v) => match v.trim() {
+                    "true" | "1" => Ok(true),
+                    "false" | "0" => Ok(false),
+                    other => bail!("{var}: expected true or false, got {other:?}"),
+                },
+                None => Ok(file.unwrap_or(default)),
+            }
+        };
         let limits = Limits {
             max_body_bytes: num("TEMPORA_MAX_BODY_BYTES", fl.max_body_bytes, d.max_body_bytes)?,
             max_sse_subscribers: num("TEMPORA_MAX_SSE_SUBSCRIBERS", fl.max_sse_subscribers, d.max_sse_subscribers)?,
@@ -398,6 +415,7 @@ impl Config {
                 MIN_CHECKPOINT_BYTES,
                 MAX_CHECKPOINT_BYTES,
             )?,
+            storage_warm_cache: boolean("TEMPORA_STORAGE_WARM_CACHE", fl.storage_warm_cache, d.storage_warm_cache)?,
             request_timeout_secs: num("TEMPORA_REQUEST_TIMEOUT_SECS", fl.request_timeout_secs, d.request_timeout_secs)?,
             header_read_timeout_secs: num(
                 "TEMPORA_HEADER_READ_TIMEOUT_SECS",
@@ -413,16 +431,8 @@ impl Config {
             )?,
             tcp_idle_timeout_secs: num("TEMPORA_TCP_IDLE_TIMEOUT_SECS", fl.tcp_idle_timeout_secs, d.tcp_idle_timeout_secs)?,
         };
-        let allow_private = match env("TEMPORA_OUTBOUND_ALLOW_PRIVATE") {
-            Some(v) => match v.trim() {
-                "true" | "1" => true,
-                "false" | "0" => false,
-                other => {
-                    bail!("TEMPORA_OUTBOUND_ALLOW_PRIVATE: expected true or false, got {other:?}")
-                }
-            },
-            None => file_cfg.outbound.allow_private.unwrap_or(false),
-        };
+        let allow_private =
+            boolean("TEMPORA_OUTBOUND_ALLOW_PRIVATE", file_cfg.outbound.allow_private, false)?;
         let allow = match env("TEMPORA_OUTBOUND_ALLOW") {
             Some(v) => split_list(&v),
             None => file_cfg.outbound.allow.clone().unwrap_or_default(),
@@ -651,6 +661,21 @@ mod tests {
                 .unwrap_err();
             assert!(format!("{err:#}").contains("TEMPORA_STORAGE_CACHE_BYTES"), "{bad}: {err:#}");
         }
+    }
+
+    #[test]
+    fn warming_the_cache_is_on_unless_the_file_or_the_environment_says_otherwise() {
+        let d = Config::load(None, &env_of(&[]), Overrides::default()).unwrap();
+        assert!(d.limits.storage_warm_cache);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(&file, "[limits]\nstorage_warm_cache = false\n").unwrap();
+        assert!(!Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap().limits.storage_warm_cache);
+        let env = env_of(&[("TEMPORA_STORAGE_WARM_CACHE", "1")]);
+        assert!(Config::load(Some(&file), &env, Overrides::default()).unwrap().limits.storage_warm_cache);
+        let env = env_of(&[("TEMPORA_STORAGE_WARM_CACHE", "maybe")]);
+        let err = Config::load(None, &env, Overrides::default()).unwrap_err();
+        assert!(format!("{err:#}").contains("TEMPORA_STORAGE_WARM_CACHE: expected true or false"), "{err:#}");
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub fn open_engine(cfg: &Config) -> Result<Arc<Engine>> {
             .min_free_bytes(cfg.limits.min_free_disk_bytes)
             .cache_bytes(cfg.limits.storage_cache_bytes)
             .checkpoint_bytes(cfg.limits.storage_checkpoint_bytes)
+            .warm_cache(cfg.limits.storage_warm_cache)
             .backend(match cfg.storage_backend {
                 StorageBackendSetting::Redb => Backend::Redb,
                 StorageBackendSetting::Sled => Backend::Sled,

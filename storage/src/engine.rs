@@ -29,6 +29,10 @@ pub struct EngineConfig {
     /// (the writes since the last one are held in memory, about twice this
     /// at most, and replayed after a crash). sled ignores it.
     pub checkpoint_bytes: u64,
+    /// redb: read the most-read tables into the page cache in the background
+    /// at open and after writes a full cache could not keep
+    /// (`kv::redb_backend::warm`). sled ignores it.
+    pub warm_cache: bool,
     /// Most requests in one commit group.
     pub max_group: usize,
     /// Free bytes the data directory's filesystem must keep: writes are
@@ -67,7 +71,11 @@ impl Backend {
     pub fn open(self, dir: &std::path::Path, config: &EngineConfig) -> Result<Arc<dyn OrderedKv>> {
         Ok(match self {
             Backend::Redb => {
-                Arc::new(RedbKv::open(dir, config.cache_bytes)?.checkpoint_every(config.checkpoint_bytes))
+                Arc::new(
+                    RedbKv::open(dir, config.cache_bytes)?
+                        .checkpoint_every(config.checkpoint_bytes)
+                        .warm_cache(config.warm_cache),
+                )
             }
             Backend::Sled => Arc::new(SledKv::open(dir, config.cache_bytes)?),
         })
@@ -103,6 +111,7 @@ impl Default for EngineConfig {
             durability: Durability::Durable,
             cache_bytes: 512 << 20,
             checkpoint_bytes: crate::kv::CHECKPOINT_BYTES,
+            warm_cache: true,
             max_group: 512,
             min_free_bytes: 0,
             backend: Backend::default(),
@@ -131,6 +140,10 @@ impl EngineConfig {
     }
     pub fn checkpoint_bytes(mut self, bytes: u64) -> Self {
         self.checkpoint_bytes = bytes;
+        self
+    }
+    pub fn warm_cache(mut self, on: bool) -> Self {
+        self.warm_cache = on;
         self
     }
     pub fn backend(mut self, backend: Backend) -> Self {

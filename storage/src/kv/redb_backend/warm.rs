@@ -125,8 +125,12 @@ impl Shared {
     /// bytes of pages, or the store closes.
     pub(super) fn warm(&self, budget: u64) -> Result<Warmed, StorageError> {
         let started = Instant::now();
-        // Pages the pass touched, cached or not, count against the budget:
-        // the ones it found cached must stay too.
+        // Pages read since the pass began, cached or not, count against the
+        // budget: the ones found cached must stay too. redb counts the
+        // requests' reads with the pass's, so under a read load this runs
+        // ahead of the pass; hence also the cache's fill, which those reads
+        // add to as much as the pass: a pass stops once the cache holds its
+        // budget and it has read that much, whoever else read.
         let (hits_before, misses_before) = self.page_reads();
         let pages = || {
             let (hits, misses) = self.page_reads();
@@ -134,7 +138,8 @@ impl Shared {
         };
         let stop = || {
             let (hits, misses) = pages();
-            self.closing.load(Ordering::Acquire) || (hits + misses) * PAGE_BYTES >= budget
+            let used = self.db.cache_stats().used_bytes() as u64;
+            self.closing.load(Ordering::Acquire) || ((hits + misses) * PAGE_BYTES >= budget && used >= budget)
         };
         let mut warmed = Warmed { complete: true, ..Warmed::default() };
         'tables: for ks in ORDER {
