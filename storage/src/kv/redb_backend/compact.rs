@@ -62,7 +62,8 @@ pub fn compact(dir: &Path) -> Result<CompactSummary, StorageError> {
     }
     // Opening replays the journal into the file, so the copy has every
     // acknowledged write, and leaves both journal files empty.
-    let mut source = RedbKv::open(dir, COPY_CACHE_BYTES)?;
+    // (No warm pass: the copy reads every table once, in key order.)
+    let mut source = RedbKv::open(dir, COPY_CACHE_BYTES)?.warm_cache(false);
     // The new file starts with no journal behind it: the old store's must be
     // empty (opening it replayed and emptied them), or the next open would
     // replay batches numbered for the old file.

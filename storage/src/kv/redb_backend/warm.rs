@@ -10,12 +10,12 @@
 //! a bulk import larger than the cache, wait on the disk one page at a time.
 //!
 //! A pass reads each table in key order, most-read first ([`ORDER`]), until
-//! the pages it has read, cached already or not, fill [`BUDGET_SHARE`] of the
-//! cache, so that the tables read first are not evicted by the ones read
-//! after them. It runs on
-//! the idle-checkpoint thread, never under the writer's lock, in chunks each
-//! on the view current when it starts (a long pass on a cold store pins no
-//! old state), and stops as soon as the store closes. The cache's own
+//! it has read [`BUDGET_SHARE`] of the cache in pages, cached already or not,
+//! and the cache holds that much, so that the tables read first are not
+//! evicted by the ones read after them. It runs on the idle-checkpoint
+//! thread, never under the writer's lock, in chunks each on the view current
+//! when it starts (a long pass on a cold store pins no old state), and stops
+//! as soon as the store closes. The cache's own
 //! eviction stays in charge: reads during and after the pass keep what they
 //! use.
 
