@@ -27,6 +27,10 @@
 //! opened after each checkpoint, and the layers as they were after the last
 //! batch. A reader takes the current view (one `Arc` clone) and never waits
 //! for the writer.
+//!
+//! The thread that checkpoints an idle store also warms redb's page cache
+//! (`warm.rs`): a second after the store opens, and once it is idle again
+//! after writes the full cache could not keep.
 
 pub(crate) mod compact;
 mod warm;
