@@ -21,6 +21,7 @@ pub struct Metrics {
     disk_bytes: IntGauge,
     heap_bytes: prometheus::IntGaugeVec,
     cache_bytes: prometheus::IntGaugeVec,
+    cache_warm_passes: IntGauge,
     sse_count: Arc<AtomicUsize>,
     search_lag: IntGauge,
     search_docs: prometheus::IntCounter,
@@ -76,6 +77,12 @@ impl Metrics {
             &["kind"],
         )
         .unwrap();
+        let cache_warm_passes = IntGauge::new(
+            "tempora_storage_cache_warm_passes_total",
+            "Passes that read the most-read tables into the storage engine's page cache since the store opened \
+             (redb, storage_warm_cache)",
+        )
+        .unwrap();
         let search_lag = IntGauge::new(
             "tempora_search_index_lag_tx",
             "Transactions committed but not yet in the recall index (last tx - index watermark)",
@@ -121,6 +128,7 @@ impl Metrics {
             Box::new(disk_bytes.clone()),
             Box::new(heap_bytes.clone()),
             Box::new(cache_bytes.clone()),
+            Box::new(cache_warm_passes.clone()),
             Box::new(search_lag.clone()),
             Box::new(search_docs.clone()),
         ] {
@@ -139,6 +147,7 @@ impl Metrics {
             disk_bytes,
             heap_bytes,
             cache_bytes,
+            cache_warm_passes,
             sse_count,
             search_lag,
             search_docs,
@@ -203,6 +212,7 @@ impl Metrics {
         if let Some(c) = engine.cache_fill() {
             self.cache_bytes.with_label_values(&["used"]).set(c.used as i64);
             self.cache_bytes.with_label_values(&["capacity"]).set(c.capacity as i64);
+            self.cache_warm_passes.set(c.warm_passes as i64);
         }
         if let Some(h) = crate::heap::stats() {
             for (kind, v) in [

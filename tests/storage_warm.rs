@@ -9,13 +9,21 @@ use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-/// `tempora_storage_cache_bytes{kind="used"}` from `/metrics`.
-async fn cache_used(api: &Api) -> f64 {
+/// A sample from `/metrics`, e.g. `tempora_storage_cache_bytes{kind="used"}`.
+async fn sample(api: &Api, name: &str) -> f64 {
     let m = api.get("/metrics").await;
     m.expect(200);
-    let prefix = "tempora_storage_cache_bytes{kind=\"used\"} ";
-    let line = m.text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix}: {}", m.text));
+    let prefix = format!("{name} ");
+    let line = m.text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix}: {}", m.text));
     line[prefix.len()..].parse().unwrap()
+}
+
+async fn cache_used(api: &Api) -> f64 {
+    sample(api, "tempora_storage_cache_bytes{kind=\"used\"}").await
+}
+
+async fn warm_passes(api: &Api) -> f64 {
+    sample(api, "tempora_storage_cache_warm_passes_total").await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -42,6 +50,7 @@ async fn a_restarted_server_reads_its_store_into_the_cache_unless_told_not_to() 
     let cold = cache_used(&api).await;
     assert!(cold < 512.0 * 1024.0, "{cold} bytes cached with warming off (store {store})");
     assert!(!server.stderr().contains("warmed the page cache"), "{}", server.stderr());
+    assert_eq!(warm_passes(&api).await, 0.0);
     server.stop_ok();
 
     // On (the default): the pass reads the whole store, well under the
@@ -58,6 +67,7 @@ async fn a_restarted_server_reads_its_store_into_the_cache_unless_told_not_to() 
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(warm > 8.0 * cold, "warm {warm}, cold {cold}");
+    assert_eq!(warm_passes(&api).await, 1.0, "one pass, at the open");
     // Reads still answer from it as before.
     let r = api.get("/api/facts?subject=Doc:7&limit=1000").await;
     assert_eq!(r.expect(200).as_array().unwrap().len(), 100);

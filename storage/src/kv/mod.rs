@@ -159,6 +159,9 @@ pub trait OrderedKv: Send + Sync + 'static {
 pub struct CacheFill {
     pub used: u64,
     pub capacity: u64,
+    /// Passes that read the most-read tables into the cache since the store
+    /// opened (redb: `redb_backend/warm.rs`).
+    pub warm_passes: u64,
 }
 
 /// A bound on an owned key as a bound on its bytes.

@@ -402,7 +402,11 @@ impl OrderedKv for RedbKv {
     }
 
     fn cache_fill(&self) -> Option<CacheFill> {
-        Some(CacheFill { used: self.shared.db.cache_stats().used_bytes() as u64, capacity: self.shared.cache_bytes })
+        Some(CacheFill {
+            used: self.shared.db.cache_stats().used_bytes() as u64,
+            capacity: self.shared.cache_bytes,
+            warm_passes: self.warm_passes(),
+        })
     }
 }
 
