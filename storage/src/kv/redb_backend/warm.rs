@@ -122,15 +122,14 @@ impl WarmState {
 
 impl Shared {
     /// One pass: reads the tables in [`ORDER`] until it has read `budget`
-    /// bytes of pages, or the store closes.
+    /// bytes of pages and the cache holds that much, or the store closes.
     pub(super) fn warm(&self, budget: u64) -> Result<Warmed, StorageError> {
         let started = Instant::now();
-        // Pages read since the pass began, cached or not, count against the
-        // budget: the ones found cached must stay too. redb counts the
-        // requests' reads with the pass's, so under a read load this runs
-        // ahead of the pass; hence also the cache's fill, which those reads
-        // add to as much as the pass: a pass stops once the cache holds its
-        // budget and it has read that much, whoever else read.
+        // Every page read since the pass began counts against the budget,
+        // whether the pass found it cached or fetched it: both must stay. But
+        // redb's counts include the requests' reads, which under a read load
+        // would stop the pass early; so it also waits for the cache to hold
+        // the budget, which those reads fill as much as the pass does.
         let (hits_before, misses_before) = self.page_reads();
         let pages = || {
             let (hits, misses) = self.page_reads();
@@ -171,6 +170,12 @@ impl Shared {
         );
         Ok(warmed)
     }
+
+    /// redb's page reads so far: from its cache, and from the file.
+    fn page_reads(&self) -> (u64, u64) {
+        let stats = self.db.cache_stats();
+        (stats.read_hits(), stats.read_misses())
+    }
 }
 
 /// What [`read_chunk`] read.
@@ -180,14 +185,6 @@ struct Chunk {
     last: Option<Vec<u8>>,
     /// Whether `stop` said so before the chunk's end.
     stopped: bool,
-}
-
-impl Shared {
-    /// redb's page reads so far: from its cache, and from the file.
-    fn page_reads(&self) -> (u64, u64) {
-        let stats = self.db.cache_stats();
-        (stats.read_hits(), stats.read_misses())
-    }
 }
 
 /// Reads up to [`CHUNK`] entries of `table` after the key `after`, asking
