@@ -197,7 +197,7 @@ impl RedbKv {
     /// Whether the idle thread warms the page cache (`warm.rs`): at open,
     /// and after writes the full cache could not keep. On unless set here.
     pub fn warm_cache(self, on: bool) -> Self {
-        self.shared.writer.lock().warm.budget = on.then(|| warm::budget(self.shared.cache_bytes));
+        self.shared.writer.lock().warm.on = on;
         self
     }
 
@@ -217,9 +217,8 @@ impl RedbKv {
         Self::with(db, cache_bytes, Writer::new(Vec::new(), 1), None)
     }
 
-    fn with(db: redb::Database, cache_bytes: u64, mut writer: Writer, durable: Option<Durable>) -> Result<Self, StorageError> {
+    fn with(db: redb::Database, cache_bytes: u64, writer: Writer, durable: Option<Durable>) -> Result<Self, StorageError> {
         let view = writer.view(View::tables(&db)?);
-        writer.warm = warm::WarmState::new(cache_bytes);
         let shared = Shared {
             db,
             view: RwLock::new(Arc::new(view)),

@@ -567,7 +567,7 @@ fn writes_the_full_cache_could_not_keep_are_read_back_once_the_store_is_idle() {
 #[test]
 fn a_pass_is_due_at_open_then_only_after_enough_was_checkpointed_into_a_full_cache() {
     let cache = 64 << 20;
-    let mut state = warm::WarmState::new(cache);
+    let mut state = warm::WarmState::default();
     assert!(state.due(0, cache), "the first pass");
     state.checkpointed = 0;
     state.checkpointed(cache / 16 - 1);

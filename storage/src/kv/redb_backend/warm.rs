@@ -15,9 +15,8 @@
 //! evicted by the ones read after them. It runs on the idle-checkpoint
 //! thread, never under the writer's lock, in chunks each on the view current
 //! when it starts (a long pass on a cold store pins no old state), and stops
-//! as soon as the store closes. The cache's own
-//! eviction stays in charge: reads during and after the pass keep what they
-//! use.
+//! as soon as the store closes. The cache's own eviction stays in charge:
+//! reads during and after the pass keep what they use.
 
 use super::{Shared, Table};
 use crate::error::StorageError;
@@ -89,30 +88,34 @@ pub(super) fn budget(cache_bytes: u64) -> u64 {
 /// When a pass is due: the writer's side keeps the count.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct WarmState {
-    /// The byte budget of a pass, `None` when warming is off.
-    pub budget: Option<u64>,
+    /// Whether warming is on at all.
+    pub on: bool,
     /// Bytes of batches checkpointed since the last pass; `u64::MAX` until
     /// the first pass, which the open makes due.
     pub checkpointed: u64,
 }
 
+impl Default for WarmState {
+    /// On, with the first pass due.
+    fn default() -> WarmState {
+        WarmState { on: true, checkpointed: u64::MAX }
+    }
+}
+
 impl WarmState {
-    pub(super) fn new(cache_bytes: u64) -> WarmState {
-        WarmState { budget: Some(budget(cache_bytes)), checkpointed: u64::MAX }
-    }
-
-    /// No pass ever (until [`WarmState::new`] replaces it).
+    /// No pass ever.
+    #[cfg(test)]
     pub(super) fn off() -> WarmState {
-        WarmState { budget: None, checkpointed: u64::MAX }
+        WarmState { on: false, ..WarmState::default() }
     }
 
-    /// Whether a pass is due, given the cache's fill now: the first one
-    /// always; later ones once enough was checkpointed into a cache too full
-    /// to have kept it.
+    /// Whether a pass is due in a cache of `cache_bytes` holding
+    /// `cache_used`: the first one always; later ones once enough was
+    /// checkpointed into a cache too full to have kept it.
     pub(super) fn due(&self, cache_used: u64, cache_bytes: u64) -> bool {
-        let Some(budget) = self.budget else { return false };
-        self.checkpointed == u64::MAX
-            || (self.checkpointed >= cache_bytes / REWARM_SHARE && cache_used >= budget)
+        self.on
+            && (self.checkpointed == u64::MAX
+                || (self.checkpointed >= cache_bytes / REWARM_SHARE && cache_used >= budget(cache_bytes)))
     }
 
     pub(super) fn checkpointed(&mut self, bytes: u64) {
@@ -130,15 +133,18 @@ impl Shared {
         // redb's counts include the requests' reads, which under a read load
         // would stop the pass early; so it also waits for the cache to hold
         // the budget, which those reads fill as much as the pass does.
-        let (hits_before, misses_before) = self.page_reads();
-        let pages = || {
-            let (hits, misses) = self.page_reads();
-            (hits.saturating_sub(hits_before), misses.saturating_sub(misses_before))
+        let before = self.db.cache_stats();
+        // Pages read since the pass began, of them fetched from the file,
+        // and the cache's fill now.
+        let progress = || {
+            let now = self.db.cache_stats();
+            let fetched = now.read_misses().saturating_sub(before.read_misses());
+            let read = now.read_hits().saturating_sub(before.read_hits()) + fetched;
+            (read * PAGE_BYTES, fetched * PAGE_BYTES, now.used_bytes() as u64)
         };
         let stop = || {
-            let (hits, misses) = pages();
-            let used = self.db.cache_stats().used_bytes() as u64;
-            self.closing.load(Ordering::Acquire) || ((hits + misses) * PAGE_BYTES >= budget && used >= budget)
+            let (read, _, used) = progress();
+            self.closing.load(Ordering::Acquire) || (read >= budget && used >= budget)
         };
         let mut warmed = Warmed { complete: true, ..Warmed::default() };
         'tables: for ks in ORDER {
@@ -157,8 +163,7 @@ impl Shared {
                 }
             }
         }
-        let (hits, misses) = pages();
-        (warmed.read_bytes, warmed.fetched_bytes) = ((hits + misses) * PAGE_BYTES, misses * PAGE_BYTES);
+        (warmed.read_bytes, warmed.fetched_bytes, _) = progress();
         self.warm_passes.fetch_add(1, Ordering::AcqRel);
         tracing::info!(
             read_mb = warmed.read_bytes >> 20,
@@ -169,12 +174,6 @@ impl Shared {
             "warmed the page cache"
         );
         Ok(warmed)
-    }
-
-    /// redb's page reads so far: from its cache, and from the file.
-    fn page_reads(&self) -> (u64, u64) {
-        let stats = self.db.cache_stats();
-        (stats.read_hits(), stats.read_misses())
     }
 }
 

@@ -82,7 +82,7 @@ impl Writer {
             idle_after: Some(IDLE_CHECKPOINT),
             idle_thread: None,
             closed: false,
-            warm: WarmState::off(),
+            warm: WarmState::default(),
         }
     }
 
@@ -269,10 +269,11 @@ impl Shared {
     /// Runs a warm pass if one is due (`warm.rs`), without the writer's
     /// lock: batches go on meanwhile.
     fn warm_if_due(&self, w: &mut MutexGuard<'_, Writer>) {
-        let used = self.db.cache_stats().used_bytes() as u64;
-        let Some(budget) = w.warm.budget.filter(|_| w.warm.due(used, self.cache_bytes)) else { return };
+        if !w.warm.due(self.db.cache_stats().used_bytes() as u64, self.cache_bytes) {
+            return;
+        }
         w.warm.checkpointed = 0;
-        if let Err(e) = MutexGuard::unlocked(w, || self.warm(budget)) {
+        if let Err(e) = MutexGuard::unlocked(w, || self.warm(super::warm::budget(self.cache_bytes))) {
             tracing::warn!(error = %e, "warming the page cache failed");
         }
     }
