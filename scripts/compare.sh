@@ -26,8 +26,9 @@ PEERS_DIR=${PEERS_DIR:-/tmp/tempora-peers}
 TEMPORA_DATA=${TEMPORA_DATA:-/tmp/tempora-compare}
 export PEERS_DIR
 
-cargo build --release --locked --bin tempora
-cargo build --release --locked -p tempora-load
+# One build of both: two separate builds resolve the shared dependencies'
+# features differently and rebuild them on every run.
+cargo build --release --locked -p tempora -p tempora-load
 BIN=${CARGO_TARGET_DIR:-target}/release
 mkdir -p "$OUT_DIR"
 
