@@ -1,7 +1,8 @@
 //! On-disk format compatibility: a data directory written by format 1 (kept
 //! under `tests/data/format1`, written by
 //! `storage/examples/make_format1_fixture.rs`) opens and reads the same, with
-//! the per-source counts that later formats keep built by the migrations; a
+//! the per-source counts that later formats keep built by the migrations and
+//! its facts rewritten in format 4's shape; a
 //! directory of a newer format is refused with a clear message and left as
 //! it was.
 
@@ -84,6 +85,34 @@ fn a_format_1_data_dir_opens_and_reads_the_same() {
     assert_eq!(in_2023[0].object, "Org:hooli");
     // Cutting acme back again keeps it superseded: "hr" counts do not move.
     assert_eq!(e.source_stats("default", "hr").unwrap(), hr);
+    e.close();
+    drop(e);
+
+    // Migration 0004 rewrote the facts format 1 stored whole.
+    let kv = open_sled(&dir);
+    let mut entries = 0;
+    for ks in [Keyspace::Sp, Keyspace::Closed, Keyspace::Versions] {
+        for item in kv.scan(ks, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded, false) {
+            let (_, v) = item.unwrap();
+            assert!(!fact_record::is_whole_fact(&v), "{ks:?} still holds a whole fact");
+            entries += 1;
+        }
+    }
+    assert!(entries >= 16, "{entries}");
+    assert!(kv.get(Keyspace::Meta, &[0x09]).unwrap().is_some(), "the rewrite is recorded as done");
+}
+
+/// The sled store in `dir`, once the engine that had it open has let go of
+/// its lock (sled releases it when its background work ends).
+fn open_sled(dir: &Path) -> SledKv {
+    for _ in 0..100 {
+        match SledKv::open(dir, 1 << 20) {
+            Ok(kv) => return kv,
+            Err(e) if e.to_string().contains("in use") => std::thread::sleep(std::time::Duration::from_millis(50)),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("the store stayed locked");
 }
 
 fn set_format(dir: &Path, format_record: Vec<u8>) {

@@ -392,7 +392,8 @@ impl Engine {
     /// lock behind a waiting writer would deadlock).
     fn reader(&self, tenant: &str) -> Option<Snapshot<'_>> {
         let tid = self.tenant_id(tenant)?;
-        Some(Snapshot { reader: Reader { kv: self.kv.as_ref(), tid }, _guard: self.snapshot.read() })
+        let reader = Reader { kv: self.kv.as_ref(), tid, tenant: tenant.to_string() };
+        Some(Snapshot { reader, _guard: self.snapshot.read() })
     }
 
     fn tenant_id(&self, tenant: &str) -> Option<TenantId> {

@@ -20,6 +20,9 @@ pub mod meta {
     pub const FORMAT: &[u8] = &[0x01];
     /// `0x02` -> clock record: last tx and last recorded_at.
     pub const CLOCK: &[u8] = &[0x02];
+    /// `0x09` -> u64, the stored facts format 4 rewrote: present once that
+    /// rewrite is done (`migrations/m0004_fact_values.rs`).
+    pub const FACTS_REWRITTEN: &[u8] = &[0x09];
     const TENANT_BY_NAME: u8 = 0x03;
     const TENANT_BY_ID: u8 = 0x04;
     const PREDICATE: u8 = 0x05;
@@ -78,7 +81,7 @@ pub fn idempotency(tenant: &str, key: &[u8]) -> Vec<u8> {
     KeyBuf::new().raw(b"I").str(tenant).bytes(key).finish()
 }
 
-// --- versions: fact_id | tx -> Fact ----------------------------------------
+// --- versions: fact_id | tx -> fact (see fact_record) ------------------------
 pub fn version(id: FactId, tx: Tx) -> Vec<u8> {
     KeyBuf::new().raw(id.as_bytes()).u64(tx).finish()
 }
@@ -87,13 +90,27 @@ pub fn decode_version_tx(key: &[u8]) -> Result<Tx, StorageError> {
     let mut r = KeyReader::new(key.get(16..).ok_or_else(|| StorageError::Corrupt("short versions key".into()))?);
     r.u64().map_err(corrupt)
 }
+/// The fact id of a `versions` key.
+pub fn decode_version_id(key: &[u8]) -> Result<FactId, StorageError> {
+    let id = key.get(..16).ok_or_else(|| StorageError::Corrupt("short versions key".into()))?;
+    Ok(Uuid::from_bytes(id.try_into().expect("16 bytes")))
+}
 pub fn version_prefix(id: FactId) -> Vec<u8> {
     id.as_bytes().to_vec()
 }
 
-// --- idx_sp / idx_closed: tenant | subject | predicate | fact_id -> Fact --------
+// --- idx_sp / idx_closed: tenant | subject | predicate | fact_id -> fact (see fact_record)
 pub fn sp(t: TenantId, subject: &str, predicate: &str, id: FactId) -> Vec<u8> {
     KeyBuf::new().u32(t).str(subject).str(predicate).raw(id.as_bytes()).finish()
+}
+/// (tenant, subject, predicate, id) from an `idx_sp` or `idx_closed` key.
+pub fn decode_sp(key: &[u8]) -> Result<(TenantId, String, String, FactId), StorageError> {
+    let mut r = KeyReader::new(key);
+    let t = r.u32().map_err(corrupt)?;
+    let s = r.string().map_err(corrupt)?;
+    let p = r.string().map_err(corrupt)?;
+    let id = Uuid::from_bytes(r.raw16().map_err(corrupt)?);
+    Ok((t, s, p, id))
 }
 pub fn sp_prefix(t: TenantId, subject: Option<&str>, predicate: Option<&str>) -> Vec<u8> {
     let mut k = KeyBuf::new().u32(t);

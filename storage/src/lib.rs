@@ -45,6 +45,9 @@ pub mod backup;
 pub mod codec;
 mod engine;
 pub mod error;
+// Public for the fuzz targets, like `keys`.
+#[doc(hidden)]
+pub mod fact_record;
 // Public for the fuzz targets (fuzz/); not a stable interface.
 #[doc(hidden)]
 pub mod keys;

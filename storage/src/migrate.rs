@@ -3,7 +3,9 @@
 //! The data directory records its format in `meta` under key `0x01`. Opening
 //! a store runs every step between that version and [`CURRENT_FORMAT`], each
 //! in one atomic batch together with the new format marker, so a crash in the
-//! middle of a migration leaves the store at the last completed step. A store
+//! middle of a migration leaves the store at the last completed step. Format
+//! 4 also rewrites values after its step, in many batches, resumed at every
+//! open until it is done (`migrations/m0004_fact_values.rs`). A store
 //! written by a newer format is refused: this build cannot know what it means.
 
 use crate::error::{EngineError, StorageError};
@@ -17,9 +19,11 @@ mod m0001_initial_layout;
 mod m0002_valid_time_index;
 #[path = "../../migrations/m0003_source_stats.rs"]
 mod m0003_source_stats;
+#[path = "../../migrations/m0004_fact_values.rs"]
+mod m0004_fact_values;
 
 /// The format this build writes.
-pub const CURRENT_FORMAT: u32 = 3;
+pub const CURRENT_FORMAT: u32 = 4;
 
 type Step = fn(&dyn OrderedKv, &mut WriteBatch) -> Result<(), StorageError>;
 
@@ -28,6 +32,7 @@ const STEPS: &[(&str, Step)] = &[
     ("0001_initial_layout", m0001_initial_layout::apply),
     ("0002_valid_time_index", m0002_valid_time_index::apply),
     ("0003_source_stats", m0003_source_stats::apply),
+    ("0004_fact_values", m0004_fact_values::apply),
 ];
 
 /// The format recorded in the store; `None` for a store never initialized.
@@ -71,5 +76,8 @@ pub fn run(kv: &dyn OrderedKv, location: &str) -> Result<u32, EngineError> {
         kv.sync()?;
         tracing::info!(migration = name, format = to, "migrated data directory");
     }
+    // Format 4's step records the format only; the values it changes are
+    // rewritten after it, in chunks (see the step's file).
+    m0004_fact_values::rewrite(kv)?;
     Ok(found)
 }

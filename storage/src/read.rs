@@ -6,6 +6,7 @@
 
 use crate::codec::KeyReader;
 use crate::error::{EngineError, Result};
+use crate::fact_record;
 use crate::keys::{self, TenantId};
 use crate::kv::{scan_prefix, Keyspace, OrderedKv};
 use crate::model::*;
@@ -17,6 +18,8 @@ use uuid::Uuid;
 pub(crate) struct Reader<'a> {
     pub kv: &'a dyn OrderedKv,
     pub tid: TenantId,
+    /// The name `tid` stands for (index values do not hold it).
+    pub tenant: String,
 }
 
 /// Which index answers a query.
@@ -43,8 +46,8 @@ impl Reader<'_> {
     pub fn fact(&self, id: FactId, as_of: Option<AsOf>) -> Result<Option<Fact>> {
         let mut best = None;
         for item in scan_prefix(self.kv, Keyspace::Versions, &keys::version_prefix(id), true) {
-            let (_, v) = item?;
-            let f: Fact = record::decode(&v)?;
+            let (k, v) = item?;
+            let f = fact_record::decode_version(&k, &v)?;
             if as_of.is_none_or(|a| a.admits(f.tx, f.recorded_at)) {
                 best = Some(f);
                 break;
@@ -56,8 +59,8 @@ impl Reader<'_> {
     pub fn versions(&self, id: FactId) -> Result<Vec<Fact>> {
         let mut out = Vec::new();
         for item in scan_prefix(self.kv, Keyspace::Versions, &keys::version_prefix(id), false) {
-            let (_, v) = item?;
-            out.push(record::decode::<Fact>(&v)?);
+            let (k, v) = item?;
+            out.push(fact_record::decode_version(&k, &v)?);
         }
         Ok(out)
     }
@@ -102,7 +105,7 @@ impl Reader<'_> {
             let (k, v) = item?;
             let tx = keys::decode_version_tx(&k)?;
             if !matches!(a, AsOf::Tx(x) if tx > x) {
-                let f: Fact = record::decode(&v)?;
+                let f = fact_record::decode_version(&k, &v)?;
                 if a.admits(f.tx, f.recorded_at) {
                     best = Some(f);
                     continue;
@@ -173,14 +176,22 @@ impl Reader<'_> {
                     let closed = self.kv.scan(Keyspace::Closed, lo, hi, false);
                     for item in MergeByKey::new(live, closed) {
                         let (k, v) = item?;
-                        if spent() || !consider(k, record::decode(&v)?)? {
+                        if spent() {
+                            break;
+                        }
+                        let latest = fact_record::decode_indexed(&self.tenant, &k, &v)?;
+                        if !consider(k, latest)? {
                             break;
                         }
                     }
                 } else {
                     for item in live {
                         let (k, v) = item?;
-                        if spent() || !consider(k, record::decode(&v)?)? {
+                        if spent() {
+                            break;
+                        }
+                        let latest = fact_record::decode_indexed(&self.tenant, &k, &v)?;
+                        if !consider(k, latest)? {
                             break;
                         }
                     }
@@ -214,11 +225,11 @@ impl Reader<'_> {
     fn latest_by_key(&self, s: &str, p: &str, id: FactId, closed_too: bool) -> Result<Option<Fact>> {
         let key = keys::sp(self.tid, s, p, id);
         if let Some(v) = self.kv.get(Keyspace::Sp, &key)? {
-            return Ok(Some(record::decode(&v)?));
+            return Ok(Some(fact_record::decode_indexed(&self.tenant, &key, &v)?));
         }
         if closed_too {
             if let Some(v) = self.kv.get(Keyspace::Closed, &key)? {
-                return Ok(Some(record::decode(&v)?));
+                return Ok(Some(fact_record::decode_indexed(&self.tenant, &key, &v)?));
             }
         }
         Ok(None)
@@ -231,8 +242,8 @@ impl Reader<'_> {
         let mut out = Vec::new();
         for ks in [Keyspace::Sp, Keyspace::Closed] {
             for item in scan_prefix(self.kv, ks, &prefix, false) {
-                let (_, v) = item?;
-                let latest: Fact = record::decode(&v)?;
+                let (k, v) = item?;
+                let latest = fact_record::decode_indexed(&self.tenant, &k, &v)?;
                 for version in self.versions(latest.id)? {
                     if as_of.is_none_or(|a| a.admits(version.tx, version.recorded_at)) {
                         out.push(version);
@@ -294,8 +305,9 @@ impl Reader<'_> {
     }
 
     fn version_at_tx(&self, id: FactId, tx: Tx) -> Result<Fact> {
-        match self.kv.get(Keyspace::Versions, &keys::version(id, tx))? {
-            Some(v) => Ok(record::decode(&v)?),
+        let key = keys::version(id, tx);
+        match self.kv.get(Keyspace::Versions, &key)? {
+            Some(v) => Ok(fact_record::decode_version(&key, &v)?),
             None => Err(EngineError::Storage(crate::error::StorageError::Corrupt(format!(
                 "change log names version {id}@{tx}, which is missing"
             )))),

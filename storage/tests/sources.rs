@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use tempora_storage::kv::{scan_prefix, Keyspace, WriteBatch};
+use tempora_storage::{fact_record, record};
 use tempora_storage::{
     Cardinality, Durability, Engine, EngineConfig, EngineError, Fact, FactId, FactInput, SourceStats, Status, WriteOp,
     CURRENT_FORMAT,
@@ -352,6 +353,26 @@ fn downgrade_to_format_2(dir: &Path) {
         removed += 1;
     }
     assert!(removed > 0, "the store had source counters to remove");
+    // Format 2 stored whole facts (format 4 leaves out what the key holds).
+    let mut names = BTreeMap::new();
+    for item in scan_prefix(kv.as_ref(), Keyspace::Meta, &[0x04], false) {
+        let (k, v) = item.unwrap();
+        let id = u32::from_be_bytes(k[1..5].try_into().unwrap());
+        names.insert(id, record::decode::<String>(&v).unwrap());
+    }
+    for item in scan_prefix(kv.as_ref(), Keyspace::Versions, &[], false) {
+        let (k, v) = item.unwrap();
+        b.put(Keyspace::Versions, k.clone(), record::encode(&fact_record::decode_version(&k, &v).unwrap()));
+    }
+    for ks in [Keyspace::Sp, Keyspace::Closed] {
+        for item in scan_prefix(kv.as_ref(), ks, &[], false) {
+            let (k, v) = item.unwrap();
+            let tenant = &names[&tempora_storage::keys::tenant_of_index_key(&k).unwrap()];
+            let fact = fact_record::decode_indexed(tenant, &k, &v).unwrap();
+            b.put(ks, k, record::encode(&fact));
+        }
+    }
+    b.delete(Keyspace::Meta, vec![0x09]);
     // Record version byte 1, then MessagePack 2 (a positive fixint).
     b.put(Keyspace::Meta, vec![0x01], vec![0x01, 2]);
     kv.apply(b).unwrap();

@@ -7,6 +7,7 @@
 use super::catalog::Catalog;
 use super::overlay::Overlay;
 use crate::error::{EngineError, Result};
+use crate::fact_record;
 use crate::keys::{self, TenantId};
 use crate::kv::Keyspace;
 use crate::limits::validate_input;
@@ -230,7 +231,7 @@ impl Cx<'_, '_> {
     /// between the indexes its old and new status belong in.
     fn close(&mut self, old: &Fact, closed: &Fact) -> Result<()> {
         let tid = self.tid;
-        self.ov.put(Keyspace::Versions, keys::version(closed.id, closed.tx), record::encode(closed));
+        self.ov.put(Keyspace::Versions, keys::version(closed.id, closed.tx), fact_record::encode_version(closed));
         let idx_key = keys::sp(tid, &closed.subject, &closed.predicate, closed.id);
         if old.status.is_live() {
             self.ov.delete(Keyspace::Sp, idx_key.clone());
@@ -241,7 +242,7 @@ impl Cx<'_, '_> {
         if let Some(k) = valid_index_key(tid, closed) {
             self.ov.put(Keyspace::Valid, k, Vec::new());
         }
-        self.ov.put(Keyspace::Closed, idx_key, record::encode(closed));
+        self.ov.put(Keyspace::Closed, idx_key, fact_record::encode_indexed(closed));
         let (from, to) = (old.status, closed.status);
         self.cat.stats(tid, |s| {
             *s.count_mut(from) -= 1;
@@ -269,7 +270,7 @@ impl Cx<'_, '_> {
             let id = keys::decode_valid_id(&k)?;
             let key = keys::sp(self.tid, subject, predicate, id);
             match self.ov.get(Keyspace::Closed, &key)? {
-                Some(v) => out.push(record::decode(&v)?),
+                Some(v) => out.push(fact_record::decode_indexed(self.tenant, &key, &v)?),
                 None => {
                     return Err(crate::error::StorageError::Corrupt(format!(
                         "idx_valid names fact {id}, which idx_closed lacks"
@@ -293,10 +294,9 @@ impl Cx<'_, '_> {
                 && !self.ov.has_prefix(Keyspace::Closed, &subject_prefix)?;
             new_predicate = !self.ov.has_prefix(Keyspace::Ps, &keys::ps_prefix(tid, &f.predicate))?;
         }
-        let bytes = record::encode(f);
-        self.ov.put(Keyspace::Versions, keys::version(f.id, f.tx), bytes.clone());
+        self.ov.put(Keyspace::Versions, keys::version(f.id, f.tx), fact_record::encode_version(f));
         let home = if f.status.is_live() { Keyspace::Sp } else { Keyspace::Closed };
-        self.ov.put(home, keys::sp(tid, &f.subject, &f.predicate, f.id), bytes);
+        self.ov.put(home, keys::sp(tid, &f.subject, &f.predicate, f.id), fact_record::encode_indexed(f));
         if let Some(k) = valid_index_key(tid, f) {
             self.ov.put(Keyspace::Valid, k, Vec::new());
         }
@@ -316,7 +316,7 @@ impl Cx<'_, '_> {
         self.ov
             .scan_prefix(Keyspace::Sp, &prefix)?
             .into_iter()
-            .map(|(_, v)| record::decode::<Fact>(&v).map_err(EngineError::from))
+            .map(|(k, v)| fact_record::decode_indexed(self.tenant, &k, &v).map_err(EngineError::from))
             .collect()
     }
 
@@ -339,7 +339,7 @@ impl Cx<'_, '_> {
     fn latest_version(&self, id: FactId) -> Result<Option<Fact>> {
         let rows = self.ov.scan_prefix(Keyspace::Versions, &keys::version_prefix(id))?;
         match rows.last() {
-            Some((_, v)) => Ok(Some(record::decode(v)?)),
+            Some((k, v)) => Ok(Some(fact_record::decode_version(k, v)?)),
             None => Ok(None),
         }
     }
