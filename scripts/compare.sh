@@ -26,9 +26,10 @@ PEERS_DIR=${PEERS_DIR:-/tmp/tempora-peers}
 TEMPORA_DATA=${TEMPORA_DATA:-/tmp/tempora-compare}
 export PEERS_DIR
 
-# One build of both: two separate builds resolve the shared dependencies'
-# features differently and rebuild them on every run.
-cargo build --release --locked -p tempora -p tempora-load
+# Without this script's OUT_DIR: cargo tracks that variable for `ring`, so a
+# build that saw it recompiled ring and the TLS crates over it on every run
+# with another OUT_DIR, and again at the next plain `cargo build`.
+env -u OUT_DIR cargo build --release --locked -p tempora -p tempora-load
 BIN=${CARGO_TARGET_DIR:-target}/release
 mkdir -p "$OUT_DIR"
 
