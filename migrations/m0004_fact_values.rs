@@ -37,7 +37,7 @@ pub fn rewrite(kv: &dyn OrderedKv) -> Result<u64, StorageError> {
         return Ok(0);
     }
     let started = std::time::Instant::now();
-    let mut converted = 0u64;
+    let (mut converted, mut chunks) = (0u64, 0u64);
     for ks in [Keyspace::Sp, Keyspace::Closed, Keyspace::Versions] {
         let mut from = Bound::Unbounded;
         loop {
@@ -61,7 +61,8 @@ pub fn rewrite(kv: &dyn OrderedKv) -> Result<u64, StorageError> {
                 kv.apply(batch)?;
             }
             from = Bound::Excluded(last);
-            if converted > 0 && converted.is_multiple_of(CHUNK as u64 * 64) {
+            chunks += 1;
+            if chunks.is_multiple_of(64) {
                 tracing::info!(converted, "format 4: rewriting stored facts");
             }
         }

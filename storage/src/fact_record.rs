@@ -85,7 +85,7 @@ fn status_of(code: u8) -> Result<Status, StorageError> {
         1 => Status::Candidate,
         2 => Status::Superseded,
         3 => Status::Retracted,
-        other => return Err(StorageError::Corrupt(format!("unknown status code {other} in an index value"))),
+        other => return Err(StorageError::Corrupt(format!("unknown status code {other} in a stored fact"))),
     })
 }
 
