@@ -64,28 +64,48 @@ pub fn memory_bytes(pid: Option<u32>, name: &str) -> Option<u64> {
 /// Busy CPU (in cores) below which the machine counts as quiet.
 const QUIET_CORES: f64 = 0.15;
 
+/// Share of a second a disk may spend doing I/O while the machine counts as
+/// quiet.
+const QUIET_DISK: f64 = 0.10;
+
+/// Dirty and writeback page cache (bytes) above which settling writes it back
+/// (`sync`) rather than leave the kernel to flush it during the next step.
+const DIRTY_LIMIT: u64 = 32 << 20;
+
 /// Waits, for at most `max`, until the machine is quiet: under
-/// [`QUIET_CORES`] busy over a whole second. Returns the seconds waited.
+/// [`QUIET_CORES`] busy and no disk busier than [`QUIET_DISK`], over a whole
+/// second, with the page cache written back. Returns the seconds waited.
 ///
 /// A step leaves work behind that it does not wait for: after an import,
 /// tempora's search index merges its segments (minutes of one core at 10M
-/// facts), PostgreSQL vacuums and MariaDB purges old row versions. Left
-/// running, that work would slow whichever system is timed next, and not
-/// the one that caused it. So every step starts on a quiet machine, and the
-/// wait after a step is recorded with it (`settle_s`): it is that system's.
-/// The whole machine is measured, not the servers alone, because the load
-/// tool is idle here and anything else busy would skew the next step as much.
+/// facts), PostgreSQL vacuums and checkpoints, MariaDB purges old row
+/// versions and flushes its buffer pool, and the kernel writes back the page
+/// cache the import dirtied. Left running, that work would slow whichever
+/// system is timed next, and not the one that caused it: a disk still busy
+/// with another system's flush lengthens every sync of a write step. So every
+/// step starts on a quiet machine, and the wait after a step is recorded with
+/// it (`settle_s`): it is that system's. The whole machine is measured, not
+/// the servers alone, because the load tool is idle here and anything else
+/// busy would skew the next step as much.
+///
+/// Dirty page cache is not activity yet: the kernel may hold it for 30 s
+/// before writing it back, in the middle of the next step. Once the CPU and
+/// disks are quiet, settling writes it back itself (`sync`, timed as part of
+/// the wait) and looks again.
 pub async fn settle(max: std::time::Duration) -> f64 {
     let started = std::time::Instant::now();
-    let Some(mut last) = busy_ticks() else { return 0.0 };
-    let hz = 100.0; // USER_HZ: /proc/stat counts in hundredths of a second on Linux
+    let mut last = Activity::now();
     while started.elapsed() < max {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        let Some(now) = busy_ticks() else { break };
-        let cores = now.saturating_sub(last) as f64 / hz;
+        let now = Activity::now();
+        let busy = now.since(&last);
         last = now;
-        if cores < QUIET_CORES {
-            return started.elapsed().as_secs_f64();
+        if busy.cores < QUIET_CORES && busy.disk < QUIET_DISK {
+            if dirty_bytes().unwrap_or(0) <= DIRTY_LIMIT {
+                return started.elapsed().as_secs_f64();
+            }
+            let _ = tokio::process::Command::new("sync").status().await;
+            last = Activity::now();
         }
     }
     let waited = started.elapsed().as_secs_f64();
@@ -93,6 +113,87 @@ pub async fn settle(max: std::time::Duration) -> f64 {
         eprintln!("the machine was still busy after {waited:.0} s (--settle-max-secs); going on");
     }
     waited
+}
+
+/// What the machine had done by one moment: CPU busy time and each disk's
+/// I/O time since boot. Two of them give how busy it was in between.
+#[derive(Clone, Debug, Default)]
+pub struct Activity {
+    at: Option<std::time::Instant>,
+    busy_ticks: Option<u64>,
+    /// (device, milliseconds spent doing I/O)
+    io_ms: Vec<(String, u64)>,
+}
+
+/// How busy the machine was between two [`Activity`] samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Busy {
+    /// CPU cores busy, on average.
+    pub cores: f64,
+    /// Share of the time the busiest disk had I/O in flight (0 to 1).
+    pub disk: f64,
+}
+
+impl Activity {
+    pub fn now() -> Activity {
+        Activity {
+            at: Some(std::time::Instant::now()),
+            busy_ticks: busy_ticks(),
+            io_ms: std::fs::read_to_string("/proc/diskstats").map(|s| io_ms_in(&s)).unwrap_or_default(),
+        }
+    }
+
+    /// Busy time from `earlier` to this sample, over the time between them.
+    pub fn since(&self, earlier: &Activity) -> Busy {
+        let (Some(t1), Some(t0)) = (self.at, earlier.at) else { return Busy::default() };
+        let secs = t1.duration_since(t0).as_secs_f64().max(1e-3);
+        let hz = 100.0; // USER_HZ: /proc/stat counts in hundredths of a second on Linux
+        let cores = match (self.busy_ticks, earlier.busy_ticks) {
+            (Some(b1), Some(b0)) => b1.saturating_sub(b0) as f64 / hz / secs,
+            _ => 0.0,
+        };
+        let disk = self
+            .io_ms
+            .iter()
+            .filter_map(|(dev, ms)| {
+                let before = earlier.io_ms.iter().find(|(d, _)| d == dev)?.1;
+                Some(ms.saturating_sub(before) as f64 / 1000.0 / secs)
+            })
+            .fold(0.0, f64::max);
+        Busy { cores, disk: disk.min(1.0) }
+    }
+}
+
+/// Each block device's time spent doing I/O (`/proc/diskstats`, the 10th
+/// statistic: milliseconds with at least one request in flight). Loop, RAM
+/// and zram devices are left out; a partition counts as well as its disk,
+/// which is harmless because only the busiest device is used.
+fn io_ms_in(diskstats: &str) -> Vec<(String, u64)> {
+    diskstats
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let dev = *f.get(2)?;
+            if ["loop", "ram", "zram"].iter().any(|p| dev.starts_with(p)) {
+                return None;
+            }
+            Some((dev.to_string(), f.get(12)?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Page cache waiting to be written back, or being written (`/proc/meminfo`
+/// Dirty + Writeback).
+fn dirty_bytes() -> Option<u64> {
+    dirty_bytes_in(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+fn dirty_bytes_in(meminfo: &str) -> Option<u64> {
+    let kb = |name: &str| -> Option<u64> {
+        let line = meminfo.lines().find_map(|l| l.strip_prefix(name))?;
+        line.trim().trim_end_matches("kB").trim().parse().ok()
+    };
+    Some((kb("Dirty:")? + kb("Writeback:")?) * 1024)
 }
 
 /// Clock ticks all CPUs spent busy since boot (`/proc/stat`: everything but
@@ -121,6 +222,38 @@ mod tests {
         assert_eq!(busy_ticks_in(stat), Some(100 + 5 + 50 + 3 + 4));
         assert_eq!(busy_ticks_in("intr 1 2 3\n"), None);
         assert!(busy_ticks().is_some(), "this machine's /proc/stat");
+    }
+
+    #[test]
+    fn disk_time_is_the_tenth_statistic_of_real_devices() {
+        let stats = "   7       0 loop0 5 0 0 0 0 0 0 0 0 99 0 0 0 0 0 0 0\n \
+                     254       0 vda 4197779 98518 160187186 80419669 9109049 1166721 573164440 15763736 0 2379944 96422338\n \
+                     254       1 vda1 10 0 80 4 0 0 0 0 0 12 4\n \
+                     253       0 zram0 0 0 0 0 0 0 0 0 0 77 0\n";
+        assert_eq!(io_ms_in(stats), vec![("vda".to_string(), 2379944), ("vda1".to_string(), 12)]);
+    }
+
+    #[test]
+    fn busy_is_the_busiest_disk_and_the_cores_over_the_time_between() {
+        let t0 = std::time::Instant::now();
+        let earlier = Activity { at: Some(t0), busy_ticks: Some(1000), io_ms: vec![("a".into(), 100), ("b".into(), 0)] };
+        let later = Activity {
+            at: Some(t0 + std::time::Duration::from_secs(2)),
+            busy_ticks: Some(1300),
+            io_ms: vec![("a".into(), 600), ("b".into(), 1800), ("new".into(), 5000)],
+        };
+        let busy = later.since(&earlier);
+        assert!((busy.cores - 1.5).abs() < 1e-9, "{busy:?}");
+        assert!((busy.disk - 0.9).abs() < 1e-9, "{busy:?}: b was busy 1.8 s of 2; a device seen once does not count");
+        assert_eq!(Activity::default().since(&earlier), Busy::default());
+    }
+
+    #[test]
+    fn dirty_is_dirty_plus_writeback() {
+        let meminfo = "MemTotal: 100 kB\nDirty:  300 kB\nWriteback:  20 kB\nWritebackTmp: 5 kB\n";
+        assert_eq!(dirty_bytes_in(meminfo), Some(320 * 1024));
+        assert_eq!(dirty_bytes_in("MemTotal: 1 kB\n"), None);
+        assert!(dirty_bytes().is_some(), "this machine's /proc/meminfo");
     }
 
     #[tokio::test]

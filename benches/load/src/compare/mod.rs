@@ -16,9 +16,11 @@
 //!    overlapping current intervals.
 //! 5. `w3` point read as of a record time before `w1` and a valid time in 2021.
 //!
-//! Every step starts once the machine is quiet again (`measure::settle`), so
-//! the work a step leaves behind (index merges, vacuum, purge) is not timed
-//! as part of another system's step; each step's wait is recorded with it.
+//! Every step starts once the machine is quiet again (`measure::settle`: CPU,
+//! disks and page cache), so the work a step leaves behind (index merges,
+//! vacuum, purge, flushes) is not timed as part of another system's step;
+//! each step's wait is recorded with it, and so are the CPU cores and the
+//! share of time the busiest disk was busy while the step was measured.
 //!
 //! Every result is one JSON line appended to `--out`; `tempora-load plot`
 //! draws them.
@@ -221,15 +223,13 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         }
     }
     for s in &systems {
-        let started = Instant::now();
+        let (started, before) = (Instant::now(), measure::Activity::now());
         s.bulk_load(args.size, args.bulk_streams).await?;
         let secs = started.elapsed().as_secs_f64();
-        run.record_settled(
-            s.kind(),
-            "w5",
-            json!({"facts": args.size, "seconds": secs, "throughput_per_s": args.size as f64 / secs}),
-        )
-        .await?;
+        let busy = measure::Activity::now().since(&before);
+        let v = json!({"facts": args.size, "seconds": secs, "throughput_per_s": args.size as f64 / secs,
+            "cpu_cores": busy.cores, "disk_busy": busy.disk});
+        run.record_settled(s.kind(), "w5", v).await?;
     }
     for w in [Workload::W0, Workload::W2, Workload::W4] {
         run.each_system(&systems, w).await?;
@@ -347,8 +347,10 @@ async fn timed(system: &System, w: Workload, args: &CompareArgs) -> Result<Value
     let (errors_before, wrong_before) = (errors.load(Ordering::Relaxed), wrong.load(Ordering::Relaxed));
     measuring.store(true, Ordering::Relaxed);
     let t0 = Instant::now();
+    let before = measure::Activity::now();
     tokio::time::sleep(Duration::from_secs(args.duration)).await;
     measuring.store(false, Ordering::Relaxed);
+    let busy = measure::Activity::now().since(&before);
     let elapsed = t0.elapsed().as_secs_f64();
     let (errors_after, wrong_after) = (errors.load(Ordering::Relaxed), wrong.load(Ordering::Relaxed));
     stop.store(true, Ordering::Relaxed);
@@ -369,6 +371,8 @@ async fn timed(system: &System, w: Workload, args: &CompareArgs) -> Result<Value
         "p50_ms": total.value_at_quantile(0.50) as f64 / 1000.0,
         "p99_ms": total.value_at_quantile(0.99) as f64 / 1000.0,
         "max_ms": total.max() as f64 / 1000.0,
+        "cpu_cores": busy.cores,
+        "disk_busy": busy.disk,
     }))
 }
 
@@ -378,8 +382,9 @@ fn summarise(results: &[Value]) {
     let get =
         |system: &str, workload: &str| results.iter().find(|r| r["system"] == system && r["workload"] == workload);
     println!(
-        "{:<8} {:<9} {:>12} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9}",
-        "workload", "system", "per s", "p50 ms", "p99 ms", "errors", "retries", "tempora/this", "settle s"
+        "{:<8} {:<9} {:>12} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9} {:>6} {:>6}",
+        "workload", "system", "per s", "p50 ms", "p99 ms", "errors", "retries", "tempora/this", "settle s", "cores",
+        "disk %"
     );
     for w in ["hotkey", "w5", "w0", "w2", "w4", "w1", "w3"] {
         let base = get("tempora", w).and_then(|r| r["throughput_per_s"].as_f64());
@@ -391,12 +396,14 @@ fn summarise(results: &[Value]) {
             // The writes settle after their check, which is recorded apart.
             let settled = get(s, &format!("check_{w}")).unwrap_or(r)["settle_s"].as_f64();
             println!(
-                "{w:<8} {s:<9} {tput:>12.0} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9}",
+                "{w:<8} {s:<9} {tput:>12.0} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9} {:>6} {:>6}",
                 f("p50_ms"),
                 f("p99_ms"),
                 r["errors"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
                 r["retries"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
                 settled.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
+                f("cpu_cores"),
+                r["disk_busy"].as_f64().map(|v| format!("{:.0}", v * 100.0)).unwrap_or_else(|| "-".into()),
             );
         }
     }
