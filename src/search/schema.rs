@@ -62,6 +62,12 @@ impl IndexDoc {
             IndexDoc::Fact(f) => f.id,
         }
     }
+    /// The transaction that first recorded the item.
+    pub fn created_tx(&self) -> u64 {
+        match self {
+            IndexDoc::Fact(f) => f.created_tx,
+        }
+    }
     /// The document's key: unique per tenant, kind and id.
     pub fn key(&self) -> String {
         doc_key(self.tenant(), self.kind(), self.id())

@@ -97,3 +97,42 @@ fn the_watermark_survives_a_reopen_and_a_bad_index_is_rebuilt() {
     assert_eq!((ix.watermark(), ix.num_docs()), (0, 0));
     assert_eq!(ix.state().index.schema(), Fields::new().schema);
 }
+
+#[test]
+fn only_documents_that_may_exist_are_deleted_before_they_are_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine();
+    let (mut ix, _) = Indexer::open(&dir.path().join("search"), Arc::clone(&e), None).unwrap();
+    // One document per flush, so a batch crosses several.
+    ix.set_stage_limit(1);
+    for i in 0..5 {
+        e.assert("a", FactInput::new(format!("Tree:t{i}"), "fruit", "kiwi")).unwrap();
+    }
+    e.assert("a", FactInput::new("Person:bob", "works_at", "Org:initech")).unwrap();
+    ix.catch_up(None, e.last_tx().0).unwrap();
+    assert_eq!((ix.num_docs(), ix.deletes()), (6, 0), "facts new since the watermark delete nothing");
+
+    // One batch: sarah's first fact is added, then closed by the next one
+    // (its closed version must replace the document this batch added), and
+    // bob's indexed fact is closed (its document is in the committed index).
+    e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:acme")).unwrap();
+    e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:globex")).unwrap();
+    e.assert("a", FactInput::new("Person:bob", "works_at", "Org:hooli")).unwrap();
+    ix.catch_up(None, e.last_tx().0).unwrap();
+    assert_eq!(ix.deletes(), 2, "sarah's closed fact and bob's");
+    assert_eq!(ix.num_docs(), 9, "one document per fact");
+    assert_eq!(hits(&ix, "a", "acme", None), 0, "the closed version replaced the live one");
+    assert_eq!(hits(&ix, "a", "acme", Some(i64::MAX)), 1);
+    assert_eq!(hits(&ix, "a", "initech", None), 0);
+    assert_eq!(hits(&ix, "a", "globex hooli", None), 2);
+
+    // Caught up again from the same watermark (a change indexed twice):
+    // everything is at or before it now, so every document is replaced.
+    drop(ix);
+    let (mut again, _) = Indexer::open(&dir.path().join("search"), Arc::clone(&e), None).unwrap();
+    assert_eq!(again.watermark(), e.last_tx().0);
+    e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:initrode")).unwrap();
+    again.catch_up(None, e.last_tx().0).unwrap();
+    assert_eq!((again.num_docs(), again.deletes()), (10, 1));
+    assert_eq!(hits(&again, "a", "globex", None), 0);
+}

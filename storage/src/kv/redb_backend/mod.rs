@@ -61,7 +61,9 @@ type Entry = (redb::AccessGuard<'static, &'static [u8]>, redb::AccessGuard<'stat
 /// unless the store is opened with another figure ([`RedbKv::checkpoint_every`];
 /// `[limits] storage_checkpoint_bytes` in the server). Bigger means fewer
 /// checkpoints, each cheaper per write, but more memory (the layer holds
-/// about as much as the journal) and more to replay after a crash.
+/// about as much as the journal) and more to replay after a crash. While the
+/// checkpoint before is still being written, the journal may grow to
+/// [`writer::DEFER_UP_TO`] times this before writes wait for it.
 pub const CHECKPOINT_BYTES: u64 = 8 << 20;
 
 fn definition(ks: Keyspace) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
@@ -108,6 +110,9 @@ struct Shared {
     /// Makes every checkpoint fail, as a full disk would.
     #[cfg(test)]
     fail_checkpoints: std::sync::atomic::AtomicBool,
+    /// Keeps every checkpoint from writing until cleared, as a slow disk would.
+    #[cfg(test)]
+    hold_checkpoints: std::sync::atomic::AtomicBool,
 }
 
 struct Durable {
@@ -230,6 +235,8 @@ impl RedbKv {
             warm_passes: AtomicU64::new(0),
             #[cfg(test)]
             fail_checkpoints: Default::default(),
+            #[cfg(test)]
+            hold_checkpoints: Default::default(),
         };
         let shared = Arc::new(shared);
         if durable.is_some() {
@@ -372,7 +379,7 @@ impl OrderedKv for RedbKv {
         // The view is replaced under the writer's lock, so that views are
         // published in batch order.
         let mut writer = self.shared.writer.lock();
-        if writer.checkpoint_due(self.checkpoint_bytes) {
+        if writer.checkpoint_due(self.checkpoint_bytes) && !writer.may_defer_checkpoint(self.checkpoint_bytes) {
             Shared::start_checkpoint(&self.shared, &mut writer)?;
         }
         writer.append(&batch)?;

@@ -278,6 +278,52 @@ fn a_failed_checkpoint_loses_nothing_and_the_next_writer_to_need_one_gets_the_er
     assert!(has(&kv, b"a") && has(&kv, b"b") && has(&kv, b"c"));
 }
 
+#[test]
+fn writes_go_on_while_a_slow_checkpoint_writes_until_the_journal_holds_four_times_its_size() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let dir = tempfile::tempdir().unwrap();
+    let mut kv = RedbKv::open(dir.path(), 1 << 20).unwrap().idle_checkpoint_after(None);
+    kv.checkpoint_bytes = 4096;
+    let kv = Arc::new(kv);
+    let journal_bytes = |kv: &RedbKv| kv.shared.writer.lock().journal_bytes();
+    let value = vec![1u8; 500];
+    let mut i = 0u32;
+    let mut next = |kv: &RedbKv| {
+        i += 1;
+        kv.apply(put(Keyspace::Versions, &i.to_be_bytes(), &value)).unwrap();
+    };
+    kv.shared.hold_checkpoints.store(true, SeqCst);
+    while kv.shared.writer.lock().checkpoint_running().is_none() {
+        next(&kv);
+    }
+    // The checkpoint of the first 4 KiB is stuck on a slow disk: writes go
+    // on into the other journal file, past the checkpoint size.
+    while journal_bytes(&kv) < 3 * 4096 {
+        next(&kv);
+    }
+    assert_eq!(kv.shared.writer.lock().checkpoint_running(), Some(true));
+    assert_eq!(stored_seq(&kv.shared.db), 0);
+    // At four times the size, the next write waits for it.
+    while journal_bytes(&kv) < 4 * 4096 {
+        next(&kv);
+    }
+    let waiting = {
+        let kv = Arc::clone(&kv);
+        std::thread::spawn(move || kv.apply(put(Keyspace::Versions, b"waits", b"for the checkpoint")))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!waiting.is_finished(), "a write past four times the checkpoint size waits for the checkpoint");
+    kv.shared.hold_checkpoints.store(false, SeqCst);
+    waiting.join().unwrap().unwrap();
+    // It started the next checkpoint, of the whole grown layer.
+    wait_for_checkpoint(&kv);
+    assert_eq!(stored_seq(&kv.shared.db), u64::from(i));
+    for k in 1..=i {
+        assert_eq!(kv.get(Keyspace::Versions, &k.to_be_bytes()).unwrap().as_deref(), Some(&value[..]), "{k}");
+    }
+    assert!(kv.get(Keyspace::Versions, b"waits").unwrap().is_some());
+}
+
 mod model {
     //! The backend against a `BTreeMap`: batches of puts and deletes,
     //! checkpoints every few bytes or none at all, clean reopens and
@@ -455,7 +501,17 @@ fn a_store_without_idle_checkpoints_keeps_its_batches_in_memory_until_the_journa
 
 /// `n` entries of `value_len` bytes in `ks`, in batches of 100, keyed `kNNNNNN`.
 fn fill(kv: &RedbKv, ks: Keyspace, n: u32, value_len: usize) {
-    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+    fill_range(kv, ks, 0..n, value_len, false)
+}
+
+/// Entries `range` as [`fill`] writes them; with `in_step`, each batch
+/// waits for the checkpoint under way, so checkpoints stay at the store's
+/// size however fast the batches come (none is deferred).
+fn fill_range(kv: &RedbKv, ks: Keyspace, range: std::ops::Range<u32>, value_len: usize, in_step: bool) {
+    for chunk in range.collect::<Vec<_>>().chunks(100) {
+        if in_step {
+            wait_for_checkpoint(kv);
+        }
         let mut b = WriteBatch::default();
         for i in chunk {
             b.put(ks, format!("k{i:06}").into_bytes(), vec![(*i % 251) as u8; value_len]);
@@ -553,10 +609,13 @@ fn writes_the_full_cache_could_not_keep_are_read_back_once_the_store_is_idle() {
 
     // Three cachefuls through the checkpoints: the cache is full, and once
     // the writes stop a pass reads the current facts back in.
-    // (No idle checkpoint during the writes, so that no pass comes between them.)
+    // (No idle checkpoint during the writes, so that no pass comes between
+    // them; and checkpoints of 256 KiB, a quarter of the cache, as a store
+    // whose disk keeps up checkpoints: a deferred one, up to the whole 1 MiB
+    // cache, leaves another cache than the store's proportions would.)
     let kv = kv.idle_checkpoint_after(None);
-    fill(&kv, Keyspace::Versions, 10_000, 300);
-    fill(&kv, Keyspace::Sp, 1_000, 300);
+    fill_range(&kv, Keyspace::Versions, 0..10_000, 300, true);
+    fill_range(&kv, Keyspace::Sp, 0..1_000, 300, true);
     let kv = kv.idle_checkpoint_after(idle);
     wait_for_warm_passes(&kv, 2);
     assert_cached(misses_reading(&kv, Keyspace::Sp, 1_000));

@@ -30,6 +30,10 @@ use std::time::{Duration, Instant};
 /// journal to replay).
 pub const IDLE_CHECKPOINT: Duration = Duration::from_secs(1);
 
+/// How far past the checkpoint size a journal may grow while the checkpoint
+/// before it is still being written (see [`Writer::may_defer_checkpoint`]).
+pub const DEFER_UP_TO: u64 = 4;
+
 pub(super) struct Writer {
     /// The journal's two files, or none for a temporary store.
     journals: Vec<Journal>,
@@ -86,6 +90,21 @@ impl Writer {
         }
     }
 
+    /// Whether a due checkpoint may wait: the one before it is still
+    /// writing its layer, and the journal holds less than
+    /// [`DEFER_UP_TO`] times `limit`. Waiting for that checkpoint instead
+    /// would stop every write until it is done: where the disk is slow for a
+    /// while (a flush of another program's, a busy host), a checkpoint can
+    /// take longer than the journal takes to fill again, and each such wait
+    /// stalled every request for hundreds of milliseconds. The layer grows
+    /// meanwhile, and its checkpoint costs less per write (the same page
+    /// takes more of its writes), so a slow disk leads to fewer, larger
+    /// checkpoints rather than to stalls; past the bound, writes wait as
+    /// before, so memory and the journal to replay stay bounded.
+    pub(super) fn may_defer_checkpoint(&self, limit: u64) -> bool {
+        self.checkpoint.as_ref().is_some_and(|c| c.running) && !self.checkpoint_due(limit.saturating_mul(DEFER_UP_TO))
+    }
+
     pub(super) fn checkpoint_due(&self, limit: u64) -> bool {
         match self.journals.get(self.current) {
             Some(journal) => journal.bytes() >= limit,
@@ -109,6 +128,19 @@ impl Writer {
     /// layer over them.
     pub(super) fn view(&self, tables: Arc<[super::Table]>) -> View {
         View { tables, frozen: self.checkpoint.as_ref().map(|c| c.frozen.clone()), active: self.active.clone() }
+    }
+
+    /// Whether a checkpoint is under way (`Some(true)`), failed
+    /// (`Some(false)`), or there is none.
+    #[cfg(test)]
+    pub(super) fn checkpoint_running(&self) -> Option<bool> {
+        self.checkpoint.as_ref().map(|c| c.running)
+    }
+
+    /// Bytes in the journal file batches go to now.
+    #[cfg(test)]
+    pub(super) fn journal_bytes(&self) -> u64 {
+        self.journals[self.current].bytes()
     }
 
     #[cfg(test)]
@@ -185,6 +217,10 @@ impl Shared {
     }
 
     fn commit_checkpoint(&self, frozen: &Pending, seq: u64, durability: redb::Durability) -> Result<(), StorageError> {
+        #[cfg(test)]
+        while self.hold_checkpoints.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         #[cfg(test)]
         if self.fail_checkpoints.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(StorageError::Backend("checkpoints fail in this test".into()));
