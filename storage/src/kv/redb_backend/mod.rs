@@ -177,7 +177,7 @@ impl RedbKv {
         records.sort_by_key(|r| r.seq);
         let next_seq = replay(&db, records)?;
         for journal in &mut journals {
-            journal.start_over()?;
+            journal.truncate()?;
         }
         let sync_handles = journals.iter().map(Journal::sync_handle).collect::<Result<_, _>>()?;
         let durable = Durable { dir: dir.to_path_buf(), sync_handles };

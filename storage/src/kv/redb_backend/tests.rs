@@ -75,6 +75,13 @@ fn stored_seq(db: &redb::Database) -> u64 {
     table.get("seq").unwrap().map_or(0, |v| v.value())
 }
 
+/// The batches journal file `n` holds past the store's last one (`stored`):
+/// what a reopen would replay from it.
+fn to_replay(dir: &Path, n: usize, stored: u64) -> Vec<u64> {
+    let (_, records) = Journal::open(dir, journal::FILE_NAMES[n]).unwrap();
+    records.into_iter().map(|r| r.seq).filter(|&seq| seq > stored).collect()
+}
+
 /// Waits for the checkpoint under way, if any.
 fn wait_for_checkpoint(kv: &RedbKv) {
     kv.shared.finish_checkpoint(&mut kv.shared.writer.lock()).unwrap();
@@ -216,11 +223,13 @@ fn a_full_journal_is_checkpointed_into_the_store_and_started_over() {
     assert_eq!(kv.get(Keyspace::Versions, &0u32.to_be_bytes()).unwrap().map(|v| v.len()), Some(1 << 20));
     // The next batch starts the checkpoint and goes to the other journal
     // file; once the checkpoint is done, every batch before it is durable in
-    // redb and the first file is empty.
+    // redb and the first file starts over: the next record goes to its
+    // start, and what it holds until then a reopen would not replay.
     kv.apply(put(Keyspace::Versions, &i.to_be_bytes(), b"last")).unwrap();
     wait_for_checkpoint(&kv);
-    assert_eq!(journal_bytes(), 0);
     assert_eq!(stored_seq(&kv.shared.db), u64::from(i));
+    assert_eq!(kv.shared.writer.lock().journals_bytes()[0], 0);
+    assert!(to_replay(dir.path(), 0, u64::from(i)).is_empty());
     assert!(kv.view().frozen.is_none());
     let second = std::fs::read(dir.path().join(journal::FILE_NAMES[1])).unwrap();
     assert_eq!(u64::from_le_bytes(second[12..20].try_into().unwrap()), u64::from(i) + 1);
@@ -470,8 +479,9 @@ fn once_writes_stop_the_batches_in_memory_go_to_redb_and_reads_see_redb_alone() 
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     assert_eq!(stored_seq(&kv.shared.db), 20, "every batch is in redb");
-    for name in journal::FILE_NAMES {
-        assert_eq!(std::fs::metadata(dir.path().join(name)).unwrap().len(), 0, "{name} started over");
+    assert_eq!(kv.shared.writer.lock().journals_bytes(), [0, 0], "both files started over");
+    for n in 0..2 {
+        assert!(to_replay(dir.path(), n, 20).is_empty());
     }
     assert_eq!(keys(kv.scan(Keyspace::Log, Bound::Unbounded, Bound::Unbounded, false)).len(), 20);
 

@@ -137,6 +137,12 @@ impl Writer {
         self.checkpoint.as_ref().map(|c| c.running)
     }
 
+    /// Bytes since each journal file last started over.
+    #[cfg(test)]
+    pub(super) fn journals_bytes(&self) -> Vec<u64> {
+        self.journals.iter().map(Journal::bytes).collect()
+    }
+
     /// Bytes in the journal file batches go to now.
     #[cfg(test)]
     pub(super) fn journal_bytes(&self) -> u64 {
@@ -235,7 +241,7 @@ impl Shared {
     fn checkpoint_written(&self, w: &mut Writer) -> Result<(), StorageError> {
         let checkpoint = w.checkpoint.as_ref().expect("a checkpoint under way");
         if let Some(journal) = checkpoint.journal {
-            w.journals[journal].start_over()?;
+            w.journals[journal].start_over();
         }
         let tables = View::tables(&self.db)?;
         w.warm.checkpointed(checkpoint.frozen.bytes());
@@ -333,6 +339,15 @@ impl Shared {
         let mut result = this.finish_checkpoint(&mut w);
         if result.is_ok() && checkpoint {
             result = Shared::start_checkpoint(this, &mut w).and_then(|()| this.finish_checkpoint(&mut w));
+            // Everything is in redb: a cleanly closed store leaves empty
+            // journal files (checkpoints only start them over in place).
+            if result.is_ok() {
+                for journal in &mut w.journals {
+                    if let Err(e) = journal.truncate() {
+                        result = Err(e.into());
+                    }
+                }
+            }
         }
         let thread = w.thread.take();
         drop(w);
