@@ -13,7 +13,7 @@ mod redb_backend;
 mod sled_backend;
 
 pub use capture::CapturingKv;
-pub use redb_backend::{RedbKv, CHECKPOINT_BYTES, FILE_NAME as REDB_FILE, IDLE_CHECKPOINT};
+pub use redb_backend::{RedbKv, CHECKPOINT_BYTES, DEFER_UP_TO, FILE_NAME as REDB_FILE, IDLE_CHECKPOINT};
 pub use redb_backend::compact::{compact as compact_redb, CompactSummary, COMPACTING_FILE};
 pub use sled_backend::SledKv;
 

@@ -49,7 +49,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use writer::Writer;
-pub use writer::IDLE_CHECKPOINT;
+pub use writer::{DEFER_UP_TO, IDLE_CHECKPOINT};
 
 /// The store's file inside the data directory.
 pub const FILE_NAME: &str = "tempora.redb";
