@@ -338,16 +338,11 @@ impl Shared {
         let mut w = this.writer.lock();
         let mut result = this.finish_checkpoint(&mut w);
         if result.is_ok() && checkpoint {
-            result = Shared::start_checkpoint(this, &mut w).and_then(|()| this.finish_checkpoint(&mut w));
-            // Everything is in redb: a cleanly closed store leaves empty
+            // Once everything is in redb, a cleanly closed store leaves empty
             // journal files (checkpoints only start them over in place).
-            if result.is_ok() {
-                for journal in &mut w.journals {
-                    if let Err(e) = journal.truncate() {
-                        result = Err(e.into());
-                    }
-                }
-            }
+            result = Shared::start_checkpoint(this, &mut w)
+                .and_then(|()| this.finish_checkpoint(&mut w))
+                .and_then(|()| Ok(w.journals.iter_mut().try_for_each(Journal::truncate)?));
         }
         let thread = w.thread.take();
         drop(w);
