@@ -2,7 +2,8 @@
 //! under `tests/data/format1`, written by
 //! `storage/examples/make_format1_fixture.rs`) opens and reads the same, with
 //! the per-source counts that later formats keep built by the migrations and
-//! its facts rewritten in format 4's shape; a
+//! its facts rewritten in format 4's shape and each tenant's
+//! superseded-until bound recorded (format 5); a
 //! directory of a newer format is refused with a clear message and left as
 //! it was.
 
@@ -100,6 +101,17 @@ fn a_format_1_data_dir_opens_and_reads_the_same() {
     }
     assert!(entries >= 16, "{entries}");
     assert!(kv.get(Keyspace::Meta, &[0x09]).unwrap().is_some(), "the rewrite is recorded as done");
+
+    // Migration 0005 recorded each tenant's superseded-until bound.
+    let meta = |key: Vec<u8>| kv.get(Keyspace::Meta, &key).unwrap().expect("a meta record");
+    let bound = |tenant: &str| -> i64 {
+        let id: u32 = record::decode(&meta(keys::meta::tenant_by_name(tenant))).unwrap();
+        record::decode(&meta(keys::meta::superseded_until(id))).unwrap()
+    };
+    // acme was superseded until 2024, globex since (until now).
+    assert!(bound("default") >= 1_704_067_200_000, "{}", bound("default"));
+    // Tenant "acme" has one retracted fact and nothing superseded.
+    assert_eq!(bound("acme"), i64::MIN);
 }
 
 /// The sled store in `dir`, once the engine that had it open has let go of

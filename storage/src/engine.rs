@@ -1,7 +1,6 @@
 //! [`Engine`]: the public face of the storage crate.
 
 use crate::error::{EngineError, Result};
-use crate::keys::TenantId;
 use crate::kv::{CapturingKv, Keyspace, OrderedKv, RedbKv, SledKv};
 use crate::model::*;
 use crate::read::Reader;
@@ -391,13 +390,17 @@ impl Engine {
     /// read, never two at once in one thread (the lock is fair: a second read
     /// lock behind a waiting writer would deadlock).
     fn reader(&self, tenant: &str) -> Option<Snapshot<'_>> {
-        let tid = self.tenant_id(tenant)?;
-        let reader = Reader { kv: self.kv.as_ref(), tid, tenant: tenant.to_string() };
-        Some(Snapshot { reader, _guard: self.snapshot.read() })
-    }
-
-    fn tenant_id(&self, tenant: &str) -> Option<TenantId> {
-        self.published.read().tenants.get(tenant).copied()
+        // The snapshot first: the writer raises a tenant's superseded-until
+        // bound before it applies the group that needs it, so a bound loaded
+        // after the snapshot covers everything the snapshot shows.
+        let guard = self.snapshot.read();
+        let (tid, superseded_until) = {
+            let p = self.published.read();
+            let tid = *p.tenants.get(tenant)?;
+            (tid, p.superseded_until(tid))
+        };
+        let reader = Reader { kv: self.kv.as_ref(), tid, tenant: tenant.to_string(), superseded_until };
+        Some(Snapshot { reader, _guard: guard })
     }
 
     /// One fact: its latest version, or the version visible at `as_of`.

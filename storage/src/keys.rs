@@ -29,6 +29,7 @@ pub mod meta {
     const THRESHOLD: u8 = 0x06;
     const STATS: u8 = 0x07;
     const SOURCE_STATS: u8 = 0x08;
+    const SUPERSEDED_UNTIL: u8 = 0x0A;
 
     pub fn tenant_by_name(name: &str) -> Vec<u8> {
         KeyBuf::new().raw(&[TENANT_BY_NAME]).str(name).finish()
@@ -61,7 +62,17 @@ pub mod meta {
     pub fn source_stats(t: TenantId, source: &str) -> Vec<u8> {
         KeyBuf::new().raw(&[SOURCE_STATS]).u32(t).str(source).finish()
     }
-    /// The tenant id in a `threshold`, `stats` or `source_stats` key.
+    /// `0x0A` | tenant -> `i64`, no earlier than the `valid_until` of every
+    /// superseded fact the tenant has ever had (`i64::MIN`: none yet). A
+    /// current read at a valid time past it skips `idx_closed` (format 5).
+    pub fn superseded_until(t: TenantId) -> Vec<u8> {
+        KeyBuf::new().raw(&[SUPERSEDED_UNTIL]).u32(t).finish()
+    }
+    pub fn superseded_until_prefix() -> Vec<u8> {
+        vec![SUPERSEDED_UNTIL]
+    }
+    /// The tenant id in a `threshold`, `stats`, `source_stats` or
+    /// `superseded_until` key.
     pub fn tenant_of(key: &[u8]) -> Result<TenantId, StorageError> {
         let mut r = KeyReader::new(after_tag(key)?);
         r.u32().map_err(corrupt)

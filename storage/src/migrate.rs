@@ -21,9 +21,11 @@ mod m0002_valid_time_index;
 mod m0003_source_stats;
 #[path = "../../migrations/m0004_fact_values.rs"]
 mod m0004_fact_values;
+#[path = "../../migrations/m0005_superseded_until.rs"]
+mod m0005_superseded_until;
 
 /// The format this build writes.
-pub const CURRENT_FORMAT: u32 = 4;
+pub const CURRENT_FORMAT: u32 = 5;
 
 type Step = fn(&dyn OrderedKv, &mut WriteBatch) -> Result<(), StorageError>;
 
@@ -33,6 +35,7 @@ const STEPS: &[(&str, Step)] = &[
     ("0002_valid_time_index", m0002_valid_time_index::apply),
     ("0003_source_stats", m0003_source_stats::apply),
     ("0004_fact_values", m0004_fact_values::apply),
+    ("0005_superseded_until", m0005_superseded_until::apply),
 ];
 
 /// The format recorded in the store; `None` for a store never initialized.

@@ -20,6 +20,10 @@ pub(crate) struct Reader<'a> {
     pub tid: TenantId,
     /// The name `tid` stands for (index values do not hold it).
     pub tenant: String,
+    /// No superseded fact of the tenant is valid at or after this time
+    /// (`Published::superseded_until`): a current read there has nothing to
+    /// find in `idx_closed`.
+    pub superseded_until: Millis,
 }
 
 /// Which index answers a query.
@@ -172,7 +176,7 @@ impl Reader<'_> {
         match plan {
             Plan::Subject => {
                 let live = self.kv.scan(Keyspace::Sp, lo.clone(), hi.clone(), false);
-                if needs_closed(q) {
+                if needs_closed(q, self.superseded_until) {
                     let closed = self.kv.scan(Keyspace::Closed, lo, hi, false);
                     for item in MergeByKey::new(live, closed) {
                         let (k, v) = item?;
@@ -206,7 +210,7 @@ impl Reader<'_> {
                     }
                     let (s, p, id) =
                         if plan == Plan::Predicate { keys::decode_ps(&k)? } else { keys::decode_os(&k)? };
-                    let Some(latest) = self.latest_by_key(&s, &p, id, needs_closed(q))? else {
+                    let Some(latest) = self.latest_by_key(&s, &p, id, needs_closed(q, self.superseded_until))? else {
                         continue;
                     };
                     if !consider(k, latest)? {
@@ -340,17 +344,29 @@ impl Reader<'_> {
     }
 }
 
-/// Whether the read can need facts that are no longer live.
-fn needs_closed(q: &FactQuery) -> bool {
-    q.as_of.is_some()
-        || q.valid_at.is_some()
-        || q.include_retracted
+/// Whether the read can need facts that are no longer live (`idx_closed`),
+/// given the tenant's `superseded_until` bound. It must admit every fact
+/// [`selected`] admits: `idx_closed` holds the latest versions of superseded
+/// and retracted facts.
+fn needs_closed(q: &FactQuery, superseded_until: Millis) -> bool {
+    if q.as_of.is_some() {
+        // A fact closed since may have been live then.
+        return true;
+    }
+    let retracted = q.include_retracted
         || match q.status {
-            StatusFilter::Any => true,
-            StatusFilter::Only(s) => !s.is_live(),
-            StatusFilter::Among(set) => set.contains(Status::Superseded) || set.contains(Status::Retracted),
-            StatusFilter::Current => false,
-        }
+            StatusFilter::Only(s) => s == Status::Retracted,
+            StatusFilter::Among(set) => set.contains(Status::Retracted),
+            StatusFilter::Current | StatusFilter::Any => false,
+        };
+    let superseded = match q.status {
+        StatusFilter::Current => q.valid_at.is_some(),
+        StatusFilter::Only(s) => s == Status::Superseded,
+        StatusFilter::Among(set) => set.contains(Status::Superseded),
+        StatusFilter::Any => true,
+    };
+    // A superseded fact covers no time at or after the tenant's bound.
+    retracted || (superseded && q.valid_at.is_none_or(|t| t < superseded_until))
 }
 
 /// The status and valid-time filters of a query, applied to the version
@@ -443,5 +459,126 @@ impl<I: Iterator<Item = Result<(Vec<u8>, Vec<u8>), crate::error::StorageError>>>
         } else {
             self.a.next()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Backend, Engine, EngineConfig};
+    use crate::kv::{KvIter, WriteBatch};
+    use crate::write::catalog::Catalog;
+    use parking_lot::RwLock;
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    use std::sync::Arc;
+
+    fn current(valid_at: Option<Millis>) -> FactQuery {
+        FactQuery { valid_at, ..Default::default() }
+    }
+
+    #[test]
+    fn the_closed_index_is_read_unless_the_bound_rules_it_out() {
+        let bound = 1_000;
+        // A current read at or past the bound: nothing superseded covers it.
+        assert!(!needs_closed(&current(Some(1_000)), bound));
+        assert!(!needs_closed(&current(Some(5_000)), bound));
+        // Before the bound, a superseded fact may still cover it.
+        assert!(needs_closed(&current(Some(999)), bound));
+        // No valid time: current reads answer active facts only.
+        assert!(!needs_closed(&current(None), bound));
+        // A tenant without a known bound always looks.
+        assert!(needs_closed(&current(Some(i64::MAX - 1)), Millis::MAX));
+        // Rewound reads always look: the fact may have been live then.
+        let rewound = FactQuery { as_of: Some(AsOf::Tx(3)), ..current(Some(5_000)) };
+        assert!(needs_closed(&rewound, bound));
+        // Retracted facts are not bounded by valid time.
+        let retracted = FactQuery { include_retracted: true, ..current(Some(5_000)) };
+        assert!(needs_closed(&retracted, bound));
+        assert!(needs_closed(&FactQuery { status: StatusFilter::Only(Status::Retracted), ..current(Some(5_000)) }, bound));
+        // Filters that admit superseded facts look before the bound only.
+        for status in [StatusFilter::Any, StatusFilter::Only(Status::Superseded)] {
+            assert!(needs_closed(&FactQuery { status, ..current(None) }, bound));
+            assert!(needs_closed(&FactQuery { status, ..current(Some(999)) }, bound));
+            assert!(!needs_closed(&FactQuery { status, ..current(Some(1_000)) }, bound));
+        }
+        // Filters that admit live facts only never look.
+        assert!(!needs_closed(&FactQuery { status: StatusFilter::Only(Status::Active), ..current(Some(0)) }, bound));
+    }
+
+    /// The backend, counting the scans of `idx_closed`.
+    struct Counting {
+        inner: Arc<dyn OrderedKv>,
+        closed_scans: AtomicUsize,
+    }
+
+    impl OrderedKv for Counting {
+        fn get(&self, ks: Keyspace, key: &[u8]) -> std::result::Result<Option<Vec<u8>>, crate::error::StorageError> {
+            self.inner.get(ks, key)
+        }
+        fn scan(&self, ks: Keyspace, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> KvIter<'_> {
+            if ks == Keyspace::Closed {
+                self.closed_scans.fetch_add(1, Relaxed);
+            }
+            self.inner.scan(ks, lo, hi, reverse)
+        }
+        fn apply_published(
+            &self,
+            batch: WriteBatch,
+            publish: &RwLock<()>,
+        ) -> std::result::Result<(), crate::error::StorageError> {
+            self.inner.apply_published(batch, publish)
+        }
+        fn sync(&self) -> std::result::Result<(), crate::error::StorageError> {
+            self.inner.sync()
+        }
+        fn size_on_disk(&self) -> Option<u64> {
+            None
+        }
+    }
+
+    #[test]
+    fn the_bound_is_kept_on_disk_and_current_reads_past_it_skip_the_closed_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let hour = 3_600_000;
+        {
+            let e = Engine::open(EngineConfig::at(dir.path())).unwrap();
+            // Tenant "a": acme until 10 h, then globex: acme stays valid until 10 h.
+            e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:acme").valid_from(0)).unwrap();
+            e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:globex").valid_from(10 * hour)).unwrap();
+            // Tenant "b": nothing superseded.
+            e.assert("b", FactInput::new("Person:tom", "works_at", "Org:acme").valid_from(0)).unwrap();
+            e.close();
+        }
+        let config = EngineConfig::at(dir.path());
+        let kv = Counting { inner: Backend::Redb.open(dir.path(), &config).unwrap(), closed_scans: AtomicUsize::new(0) };
+        let catalog = Catalog::load(&kv).unwrap();
+        let tid = |name: &str| catalog.state.tenants[name];
+        assert_eq!(catalog.state.superseded_until(tid("a")), 10 * hour);
+        assert_eq!(catalog.state.superseded_until(tid("b")), Millis::MIN);
+
+        let read = |tenant: &str, subject: &str, valid_at: Millis| {
+            let reader = Reader {
+                kv: &kv,
+                tid: tid(tenant),
+                tenant: tenant.to_string(),
+                superseded_until: catalog.state.superseded_until(tid(tenant)),
+            };
+            let q = FactQuery { subject: Some(subject.into()), ..current(Some(valid_at)) };
+            let before = kv.closed_scans.load(Relaxed);
+            let objects: Vec<String> = reader
+                .query_within(&q, usize::MAX)
+                .unwrap()
+                .unwrap()
+                .facts
+                .into_iter()
+                .map(|f| f.object.as_str().unwrap().to_string())
+                .collect();
+            (objects, kv.closed_scans.load(Relaxed) - before)
+        };
+        // Before 10 h the superseded acme answers, from idx_closed.
+        assert_eq!(read("a", "Person:sarah", 5 * hour), (vec!["Org:acme".to_string()], 1));
+        // From 10 h on only globex can: idx_closed is not read.
+        assert_eq!(read("a", "Person:sarah", 10 * hour), (vec!["Org:globex".to_string()], 0));
+        assert_eq!(read("b", "Person:tom", 5 * hour), (vec!["Org:acme".to_string()], 0));
     }
 }

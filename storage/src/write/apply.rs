@@ -242,6 +242,9 @@ impl Cx<'_, '_> {
         if let Some(k) = valid_index_key(tid, closed) {
             self.ov.put(Keyspace::Valid, k, Vec::new());
         }
+        if closed.status == Status::Superseded {
+            self.cat.raise_superseded_until(tid, closed.valid_until);
+        }
         self.ov.put(Keyspace::Closed, idx_key, fact_record::encode_indexed(closed));
         let (from, to) = (old.status, closed.status);
         self.cat.stats(tid, |s| {
@@ -296,6 +299,9 @@ impl Cx<'_, '_> {
         }
         self.ov.put(Keyspace::Versions, keys::version(f.id, f.tx), fact_record::encode_version(f));
         let home = if f.status.is_live() { Keyspace::Sp } else { Keyspace::Closed };
+        if f.status == Status::Superseded {
+            self.cat.raise_superseded_until(tid, f.valid_until);
+        }
         self.ov.put(home, keys::sp(tid, &f.subject, &f.predicate, f.id), fact_record::encode_indexed(f));
         if let Some(k) = valid_index_key(tid, f) {
             self.ov.put(Keyspace::Valid, k, Vec::new());

@@ -3,6 +3,10 @@
 //! thread; every change is journaled so a failed request (or a failed commit
 //! group) can be undone exactly.
 //!
+//! The superseded-until bounds are not journaled: a bound only ever rises, and
+//! one left higher by a failed group is still a true bound (it only makes
+//! reads look in `idx_closed` where they need not).
+//!
 //! Per-source counts are the exception to "loaded once": a tenant may have
 //! any number of sources, so each (tenant, source) is read from `meta` the
 //! first time the writer touches it and cached from then on. Readers do not
@@ -15,6 +19,8 @@ use crate::kv::{scan_prefix, Keyspace, OrderedKv};
 use crate::model::{Cardinality, Millis, PredicateInfo, SourceStats, Status, TenantStats, Tx};
 use crate::record::{self, Clock};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
 pub const DEFAULT_THRESHOLD: f64 = 0.75;
 
@@ -25,6 +31,20 @@ pub struct Published {
     pub tenants: HashMap<String, TenantId>,
     pub thresholds: HashMap<TenantId, f64>,
     pub stats: HashMap<TenantId, TenantStats>,
+    /// Per tenant, a time no earlier than the `valid_until` of any fact it
+    /// has had superseded (`keys::meta::superseded_until`). Shared between
+    /// every published copy and raised by the writer *before* it applies the
+    /// group that needs the higher value, so a reader that loads it after
+    /// taking its snapshot never sees a superseded fact past it.
+    pub superseded_until: HashMap<TenantId, Arc<AtomicI64>>,
+}
+
+impl Published {
+    /// The tenant's bound; unknown (a store before format 5 that the
+    /// migration did not reach) is `Millis::MAX`, which skips nothing.
+    pub fn superseded_until(&self, t: TenantId) -> Millis {
+        self.superseded_until.get(&t).map_or(Millis::MAX, |b| b.load(Ordering::Acquire))
+    }
 }
 
 #[derive(Debug)]
@@ -51,6 +71,9 @@ pub struct Catalog {
     /// (tenant, source) pairs whose counts changed since the last group was
     /// flushed.
     dirty_sources: BTreeMap<TenantId, BTreeSet<String>>,
+    /// Tenants whose superseded-until bound rose since the last group was
+    /// flushed.
+    pub dirty_bounds: BTreeSet<TenantId>,
     journal: Vec<Undo>,
 }
 
@@ -75,6 +98,11 @@ impl Catalog {
             let (k, v) = item?;
             state.stats.insert(keys::meta::tenant_of(&k)?, record::decode(&v)?);
         }
+        for item in scan_prefix(kv, Keyspace::Meta, &keys::meta::superseded_until_prefix(), false) {
+            let (k, v) = item?;
+            let bound: Millis = record::decode(&v)?;
+            state.superseded_until.insert(keys::meta::tenant_of(&k)?, Arc::new(AtomicI64::new(bound)));
+        }
         Ok(Catalog {
             state,
             next_tenant,
@@ -82,6 +110,7 @@ impl Catalog {
             dirty_stats: BTreeSet::new(),
             sources: HashMap::new(),
             dirty_sources: BTreeMap::new(),
+            dirty_bounds: BTreeSet::new(),
             journal: Vec::new(),
         })
     }
@@ -95,7 +124,10 @@ impl Catalog {
             match self.journal.pop().expect("len checked") {
                 Undo::Clock(c) => self.state.clock = c,
                 Undo::NewTenant(name) => {
-                    self.state.tenants.remove(&name);
+                    if let Some(id) = self.state.tenants.remove(&name) {
+                        self.state.superseded_until.remove(&id);
+                        self.dirty_bounds.remove(&id);
+                    }
                     self.next_tenant -= 1;
                 }
                 Undo::Threshold(t, old) => restore(&mut self.state.thresholds, t, old),
@@ -116,6 +148,7 @@ impl Catalog {
         self.journal.clear();
         self.dirty_stats.clear();
         self.dirty_sources.clear();
+        self.dirty_bounds.clear();
     }
 
     /// Takes the next tx and a record time that never goes backwards, even if
@@ -139,8 +172,23 @@ impl Catalog {
         let id = self.next_tenant;
         self.next_tenant += 1;
         self.state.tenants.insert(name.to_string(), id);
+        // A new tenant has had nothing superseded. (An id freed by a rolled
+        // back tenant is reused here, and its bound starts over with it.)
+        self.state.superseded_until.insert(id, Arc::new(AtomicI64::new(Millis::MIN)));
+        self.dirty_bounds.insert(id);
         self.journal.push(Undo::NewTenant(name.to_string()));
         (id, true)
+    }
+
+    /// Records that tenant `t` now has a superseded fact valid until `until`
+    /// (`None`: open-ended). Call it before the group holding that fact is
+    /// applied: readers load the bound after taking their snapshot.
+    pub fn raise_superseded_until(&mut self, t: TenantId, until: Option<Millis>) {
+        let until = until.unwrap_or(Millis::MAX);
+        let bound = self.state.superseded_until.entry(t).or_insert_with(|| Arc::new(AtomicI64::new(Millis::MAX)));
+        if bound.fetch_max(until, Ordering::AcqRel) < until {
+            self.dirty_bounds.insert(t);
+        }
     }
 
     pub fn threshold(&self, t: TenantId) -> f64 {

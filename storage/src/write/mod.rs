@@ -18,7 +18,7 @@
 //! overlap, and the tx and record time are taken at that point.
 
 pub(crate) mod apply;
-mod catalog;
+pub(crate) mod catalog;
 mod overlay;
 
 pub use catalog::{Published, DEFAULT_THRESHOLD};
@@ -300,6 +300,10 @@ impl Writer {
             if let Some(s) = state.stats.get(t) {
                 ov.put(Keyspace::Meta, keys::meta::stats(*t), record::encode(s));
             }
+        }
+        for t in &self.catalog.dirty_bounds {
+            let bound = state.superseded_until(*t);
+            ov.put(Keyspace::Meta, keys::meta::superseded_until(*t), record::encode(&bound));
         }
         // Only the (tenant, source) pairs this group changed.
         for (t, source, s) in self.catalog.dirty_sources() {
