@@ -3,7 +3,8 @@
 //! `storage/examples/make_format1_fixture.rs`) opens and reads the same, with
 //! the per-source counts that later formats keep built by the migrations and
 //! its facts rewritten in format 4's shape and each tenant's
-//! superseded-until bound recorded (format 5); a
+//! superseded-until bound recorded (format 5), and its per-fact `idx_ps`
+//! keys read beside format 6's per-pair ones; a
 //! directory of a newer format is refused with a clear message and left as
 //! it was.
 
@@ -86,6 +87,35 @@ fn a_format_1_data_dir_opens_and_reads_the_same() {
     assert_eq!(in_2023[0].object, "Org:hooli");
     // Cutting acme back again keeps it superseded: "hr" counts do not move.
     assert_eq!(e.source_stats("default", "hr").unwrap(), hr);
+
+    // By predicate, format 1's per-fact `idx_ps` keys read as one pair each
+    // (format 6 keeps them): every fact once, in pages too; a pair new since
+    // the upgrade gets format 6's key and reads beside them.
+    e.assert("default", FactInput::new("Person:zoe", "knows", "Person:sarah")).unwrap();
+    let zoe_works = e.assert("default", FactInput::new("Person:zoe", "works_at", "Org:initech")).unwrap().fact.id;
+    let by_predicate = |q: FactQuery| -> Vec<FactId> {
+        let (mut ids, mut cursor) = (Vec::new(), None);
+        loop {
+            let page = e.query("default", &FactQuery { cursor, ..q.clone() }).unwrap();
+            ids.extend(page.facts.iter().map(|f| f.id));
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return ids,
+            }
+        }
+    };
+    let knows = FactQuery { predicate: Some("knows".into()), ..Default::default() };
+    let all_knows = by_predicate(knows.clone());
+    assert_eq!(all_knows.len(), 3, "sarah's two and zoe's one");
+    assert_eq!(by_predicate(FactQuery { limit: 1, ..knows }), all_knows);
+    let history = FactQuery { predicate: Some("works_at".into()), status: StatusFilter::Any, ..Default::default() };
+    let works = by_predicate(history.clone());
+    let sarah = FactQuery { predicate: Some("works_at".into()), ..history.clone() };
+    let mut expected: Vec<FactId> = by_subject(&e, "default", "Person:sarah", sarah).iter().map(|f| f.id).collect();
+    assert_eq!(expected.len(), 4, "acme, globex, initech, hooli: {expected:?}");
+    expected.push(zoe_works);
+    assert_eq!(works, expected, "sarah's facts, closed ones included, then zoe's");
+    assert_eq!(by_predicate(FactQuery { limit: 1, ..history }), works);
     e.close();
     drop(e);
 
@@ -112,6 +142,21 @@ fn a_format_1_data_dir_opens_and_reads_the_same() {
     assert!(bound("default") >= 1_704_067_200_000, "{}", bound("default"));
     // Tenant "acme" has one retracted fact and nothing superseded.
     assert_eq!(bound("acme"), i64::MIN);
+
+    // Migration 0006 left format 1's `idx_ps` keys (one per fact, the fact id
+    // last); the writes since added a key only for the new pair, without an id.
+    let (mut per_fact, mut per_pair) = (0, Vec::new());
+    for item in kv.scan(Keyspace::Ps, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded, false) {
+        let (k, _) = item.unwrap();
+        match keys::decode_ps(&k).unwrap() {
+            (_, _, Some(_)) => per_fact += 1,
+            (s, p, None) => per_pair.push((s, p)),
+        }
+    }
+    // Format 1 wrote 6 facts; sarah's initech and hooli since, and zoe's two.
+    assert_eq!(per_fact, 6);
+    let pairs = [("Person:zoe", "knows"), ("Person:zoe", "works_at")].map(|(s, p)| (s.to_string(), p.to_string()));
+    assert_eq!(per_pair, pairs);
 }
 
 /// The sled store in `dir`, once the engine that had it open has let go of

@@ -425,7 +425,6 @@ fn assert_keys(tx: u64, input: &FactInput) -> AssertKeys {
     let mut ps = tenant.to_vec();
     enc_str(&mut ps, predicate);
     enc_str(&mut ps, subject);
-    ps.extend_from_slice(&id);
     let mut os = tenant.to_vec();
     enc_str(&mut os, &format!("v{}", input.object));
     enc_str(&mut os, predicate);
@@ -438,10 +437,11 @@ fn assert_keys(tx: u64, input: &FactInput) -> AssertKeys {
 
 /// Engine-equivalent asserts as one multi-tree sled transaction (what the
 /// engine's writer does with one commit group). Each assert writes versions,
-/// idx_sp, idx_ps, idx_os and its own log entry; the group writes the meta
-/// clock and stats once. With `prev` (the live fact it supersedes) an assert
-/// also writes the closing version, deletes the idx_sp entry and puts
-/// idx_closed and idx_valid (11 writes in 8 trees for a group of one).
+/// idx_sp, idx_ps (the first fact of its pair only), idx_os and its own log
+/// entry; the group writes the meta clock and stats once. With `prev` (the
+/// live fact it supersedes, of the same pair) an assert writes no idx_ps key
+/// but the closing version, deletes the idx_sp entry and puts idx_closed and
+/// idx_valid (10 writes in 7 trees for a group of one).
 fn raw_group_txn(t: &RawTrees, asserts: &[(&AssertKeys, Option<&AssertKeys>)], tx: u64) {
     use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
     let shape = assert_shape();
@@ -453,7 +453,10 @@ fn raw_group_txn(t: &RawTrees, asserts: &[(&AssertKeys, Option<&AssertKeys>)], t
     for (j, (k, prev)) in asserts.iter().enumerate() {
         b[versions].insert(k.version.clone(), fact.clone());
         b[sp].insert(k.sp.clone(), fact.clone());
-        b[ps].insert(k.ps.clone(), Vec::<u8>::new());
+        // The pair's idx_ps key: a supersession's pair has it already.
+        if prev.is_none() {
+            b[ps].insert(k.ps.clone(), Vec::<u8>::new());
+        }
         b[os].insert(k.os.clone(), Vec::<u8>::new());
         let mut log_key = k.log.clone();
         log_key.extend_from_slice(&(j as u64).to_be_bytes());

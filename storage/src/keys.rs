@@ -148,20 +148,36 @@ pub fn decode_valid_id(key: &[u8]) -> Result<FactId, StorageError> {
     Ok(Uuid::from_bytes(key[tail..].try_into().expect("16 bytes")))
 }
 
-// --- idx_ps: tenant | predicate | subject | fact_id -> () -----------------------
-pub fn ps(t: TenantId, predicate: &str, subject: &str, id: FactId) -> Vec<u8> {
-    KeyBuf::new().u32(t).str(predicate).str(subject).raw(id.as_bytes()).finish()
+// --- idx_ps: tenant | predicate | subject -> () ---------------------------------
+// One key per (predicate, subject) pair that has ever had a fact (format 6):
+// a by-predicate read takes the pairs from here and the facts from the
+// pair's `idx_sp` (and `idx_closed`) range. Up to format 5 the key went on
+// with the fact id, one key per fact; a store upgraded from those keeps its
+// keys, which sort right after their pair's and read the same
+// (`decode_ps`).
+pub fn ps(t: TenantId, predicate: &str, subject: &str) -> Vec<u8> {
+    KeyBuf::new().u32(t).str(predicate).str(subject).finish()
 }
 pub fn ps_prefix(t: TenantId, predicate: &str) -> Vec<u8> {
     KeyBuf::new().u32(t).str(predicate).finish()
 }
-/// (subject, predicate, id) from an `idx_ps` key.
-pub fn decode_ps(key: &[u8]) -> Result<(String, String, FactId), StorageError> {
+/// Where a by-predicate page ended: the pair and the last fact id returned,
+/// laid out as a format-5 key, so that cursors handed out before an upgrade
+/// still resume.
+pub fn ps_cursor(t: TenantId, predicate: &str, subject: &str, id: FactId) -> Vec<u8> {
+    KeyBuf::new().u32(t).str(predicate).str(subject).raw(id.as_bytes()).finish()
+}
+/// (subject, predicate, fact id) from an `idx_ps` key or a cursor: the id
+/// only in a format-5 key or a cursor.
+pub fn decode_ps(key: &[u8]) -> Result<(String, String, Option<FactId>), StorageError> {
     let mut r = KeyReader::new(key);
     r.u32().map_err(corrupt)?;
     let p = r.string().map_err(corrupt)?;
     let s = r.string().map_err(corrupt)?;
-    let id = Uuid::from_bytes(r.raw16().map_err(corrupt)?);
+    let id = if r.is_empty() { None } else { Some(Uuid::from_bytes(r.raw16().map_err(corrupt)?)) };
+    if !r.is_empty() {
+        return Err(StorageError::Corrupt("idx_ps key runs on past its fact id".into()));
+    }
     Ok((s, p, id))
 }
 

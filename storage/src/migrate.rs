@@ -23,9 +23,11 @@ mod m0003_source_stats;
 mod m0004_fact_values;
 #[path = "../../migrations/m0005_superseded_until.rs"]
 mod m0005_superseded_until;
+#[path = "../../migrations/m0006_pair_keys.rs"]
+mod m0006_pair_keys;
 
 /// The format this build writes.
-pub const CURRENT_FORMAT: u32 = 5;
+pub const CURRENT_FORMAT: u32 = 6;
 
 type Step = fn(&dyn OrderedKv, &mut WriteBatch) -> Result<(), StorageError>;
 
@@ -36,6 +38,7 @@ const STEPS: &[(&str, Step)] = &[
     ("0003_source_stats", m0003_source_stats::apply),
     ("0004_fact_values", m0004_fact_values::apply),
     ("0005_superseded_until", m0005_superseded_until::apply),
+    ("0006_pair_keys", m0006_pair_keys::apply),
 ];
 
 /// The format recorded in the store; `None` for a store never initialized.

@@ -141,8 +141,8 @@ impl Reader<'_> {
             Some(c) => Some(decode_cursor(c, plan, &prefix)?),
             None => None,
         };
-        let lo = match after {
-            Some(k) => Bound::Excluded(k),
+        let lo = match &after {
+            Some(k) => Bound::Excluded(k.clone()),
             None => Bound::Included(prefix.clone()),
         };
         let hi = match crate::codec::prefix_successor(&prefix) {
@@ -201,15 +201,70 @@ impl Reader<'_> {
                     }
                 }
             }
-            Plan::Predicate | Plan::Object => {
-                let ks = if plan == Plan::Predicate { Keyspace::Ps } else { Keyspace::Os };
-                for item in self.kv.scan(ks, lo, hi, false) {
+            Plan::Predicate => {
+                // One `idx_ps` key per pair (two or more in a store upgraded
+                // from format 5, one per fact, which sort together), then the
+                // pair's facts in `idx_sp` order: subject, then fact id, the
+                // order format 5's keys gave.
+                let closed_too = needs_closed(q, self.superseded_until);
+                let (mut resume, ps_lo) = match after {
+                    Some(cursor) => {
+                        // Made by `ps_cursor`: a pair and the last fact id returned.
+                        let bad = || EngineError::invalid("cursor does not belong to this query");
+                        let (s, p, id) = keys::decode_ps(&cursor).map_err(|_| bad())?;
+                        let id = id.ok_or_else(bad)?;
+                        let from = Bound::Included(keys::ps(self.tid, &p, &s));
+                        (Some((s, p, id)), from)
+                    }
+                    None => (None, lo),
+                };
+                let mut last_pair: Option<(String, String)> = None;
+                'pairs: for item in self.kv.scan(Keyspace::Ps, ps_lo, hi, false) {
                     let (k, _) = item?;
                     if spent() {
                         break;
                     }
-                    let (s, p, id) =
-                        if plan == Plan::Predicate { keys::decode_ps(&k)? } else { keys::decode_os(&k)? };
+                    let (s, p, _) = keys::decode_ps(&k)?;
+                    if last_pair.as_ref().is_some_and(|(ls, lp)| *ls == s && *lp == p) {
+                        continue;
+                    }
+                    let pair = keys::sp_prefix(self.tid, Some(&s), Some(&p));
+                    // The cursor's pair goes on after its last fact.
+                    let from = match resume.take() {
+                        Some((rs, rp, id)) if rs == s && rp == p => Bound::Excluded(keys::sp(self.tid, &s, &p, id)),
+                        _ => Bound::Included(pair.clone()),
+                    };
+                    let to = match crate::codec::prefix_successor(&pair) {
+                        Some(end) => Bound::Excluded(end),
+                        None => Bound::Unbounded,
+                    };
+                    let live = self.kv.scan(Keyspace::Sp, from.clone(), to.clone(), false);
+                    let entries: Box<dyn Iterator<Item = _>> = if closed_too {
+                        Box::new(MergeByKey::new(live, self.kv.scan(Keyspace::Closed, from, to, false)))
+                    } else {
+                        Box::new(live)
+                    };
+                    for entry in entries {
+                        let (fk, v) = entry?;
+                        if spent() {
+                            break 'pairs;
+                        }
+                        let latest = fact_record::decode_indexed(&self.tenant, &fk, &v)?;
+                        let cursor = keys::ps_cursor(self.tid, &p, &s, latest.id);
+                        if !consider(cursor, latest)? {
+                            break 'pairs;
+                        }
+                    }
+                    last_pair = Some((s, p));
+                }
+            }
+            Plan::Object => {
+                for item in self.kv.scan(Keyspace::Os, lo, hi, false) {
+                    let (k, _) = item?;
+                    if spent() {
+                        break;
+                    }
+                    let (s, p, id) = keys::decode_os(&k)?;
                     let Some(latest) = self.latest_by_key(&s, &p, id, needs_closed(q, self.superseded_until))? else {
                         continue;
                     };

@@ -691,8 +691,8 @@ fn a_query_within_budget_matches_the_full_query_and_a_longer_one_gives_up() {
         // Sarah's 30 facts are 30 index entries; a page of 10 looks at one more to know there is more.
         (about(SARAH), 30, 29),
         (FactQuery { limit: 10, ..about(SARAH) }, 11, 10),
-        // The predicate plan looks at every `knows` entry: 31.
-        (FactQuery { predicate: Some("knows".into()), ..Default::default() }, 31, 30),
+        // The predicate plan looks at the two pairs' `idx_ps` keys and every `knows` fact: 33.
+        (FactQuery { predicate: Some("knows".into()), ..Default::default() }, 33, 32),
         // Nothing matches `valid_at` 2019, but every entry is still looked at.
         (FactQuery { valid_at: Some(T2020 - 1), ..about(SARAH) }, 30, 29),
     ];
@@ -724,6 +724,15 @@ fn a_bad_cursor_is_invalid() {
     // And accepted by its own.
     let next = e.query(TENANT, &FactQuery { limit: 1, cursor: Some(cursor), ..Default::default() }).unwrap();
     assert_eq!(next.facts.len(), 1);
+    // A by-predicate cursor is a pair and a fact id: cut short or run on, it is
+    // refused as the caller's mistake, not reported as damage.
+    let works = FactQuery { predicate: Some("works_at".into()), limit: 1, ..Default::default() };
+    let cursor = e.query(TENANT, &works).unwrap().next_cursor.expect("two facts, one per page");
+    for bad in [&cursor[..cursor.len() - 32], &cursor[..cursor.len() - 2], &format!("{cursor}00")] {
+        let q = FactQuery { cursor: Some(bad.to_string()), ..works.clone() };
+        assert!(matches!(e.query(TENANT, &q), Err(EngineError::Invalid(_))), "{bad:?}");
+    }
+    assert_eq!(e.query(TENANT, &FactQuery { cursor: Some(cursor), ..works }).unwrap().facts.len(), 1);
 }
 
 #[test]

@@ -287,7 +287,8 @@ impl Cx<'_, '_> {
 
     /// Writes the first version of a fact and its index entries. `maybe_new`
     /// asks to check whether the subject and predicate are new to the tenant
-    /// (for the distinct counts in stats).
+    /// (for the distinct counts in stats) and whether the pair has its
+    /// `idx_ps` key; it is false when a fact of the pair visibly exists.
     fn write_new_fact(&mut self, f: &Fact, maybe_new: bool) -> Result<()> {
         let tid = self.tid;
         let (mut new_subject, mut new_predicate) = (false, false);
@@ -306,7 +307,17 @@ impl Cx<'_, '_> {
         if let Some(k) = valid_index_key(tid, f) {
             self.ov.put(Keyspace::Valid, k, Vec::new());
         }
-        self.ov.put(Keyspace::Ps, keys::ps(tid, &f.predicate, &f.subject, f.id), Vec::new());
+        // The pair's `idx_ps` key is there once any fact of the pair is, so a
+        // fact that joins a live one, takes one over or continues one writes
+        // none (`maybe_new` is false) and a first fact of a new subject or
+        // predicate writes it without looking.
+        let pair_new = maybe_new
+            && (new_subject
+                || new_predicate
+                || !self.ov.has_prefix(Keyspace::Ps, &keys::ps(tid, &f.predicate, &f.subject))?);
+        if pair_new {
+            self.ov.put(Keyspace::Ps, keys::ps(tid, &f.predicate, &f.subject), Vec::new());
+        }
         self.ov.put(Keyspace::Os, keys::os(tid, &f.object, &f.predicate, &f.subject, f.id), Vec::new());
         let status = f.status;
         self.cat.stats(tid, |s| {
