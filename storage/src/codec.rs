@@ -187,6 +187,14 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// The exclusive end of a scan of every key that starts with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> std::ops::Bound<Vec<u8>> {
+    match prefix_successor(prefix) {
+        Some(end) => std::ops::Bound::Excluded(end),
+        None => std::ops::Bound::Unbounded,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

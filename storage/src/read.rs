@@ -8,7 +8,7 @@ use crate::codec::KeyReader;
 use crate::error::{EngineError, Result};
 use crate::fact_record;
 use crate::keys::{self, TenantId};
-use crate::kv::{scan_prefix, Keyspace, OrderedKv};
+use crate::kv::{scan_prefix, KvIter, Keyspace, OrderedKv};
 use crate::model::*;
 use crate::record::{self, LogEntry, LogEvent};
 use std::cmp::Ordering;
@@ -145,10 +145,7 @@ impl Reader<'_> {
             Some(k) => Bound::Excluded(k.clone()),
             None => Bound::Included(prefix.clone()),
         };
-        let hi = match crate::codec::prefix_successor(&prefix) {
-            Some(end) => Bound::Excluded(end),
-            None => Bound::Unbounded,
-        };
+        let hi = crate::codec::prefix_end(&prefix);
 
         let mut facts = Vec::new();
         let mut last_key = None;
@@ -175,29 +172,14 @@ impl Reader<'_> {
 
         match plan {
             Plan::Subject => {
-                let live = self.kv.scan(Keyspace::Sp, lo.clone(), hi.clone(), false);
-                if needs_closed(q, self.superseded_until) {
-                    let closed = self.kv.scan(Keyspace::Closed, lo, hi, false);
-                    for item in MergeByKey::new(live, closed) {
-                        let (k, v) = item?;
-                        if spent() {
-                            break;
-                        }
-                        let latest = fact_record::decode_indexed(&self.tenant, &k, &v)?;
-                        if !consider(k, latest)? {
-                            break;
-                        }
+                for item in self.index_entries(lo, hi, needs_closed(q, self.superseded_until)) {
+                    let (k, v) = item?;
+                    if spent() {
+                        break;
                     }
-                } else {
-                    for item in live {
-                        let (k, v) = item?;
-                        if spent() {
-                            break;
-                        }
-                        let latest = fact_record::decode_indexed(&self.tenant, &k, &v)?;
-                        if !consider(k, latest)? {
-                            break;
-                        }
+                    let latest = fact_record::decode_indexed(&self.tenant, &k, &v)?;
+                    if !consider(k, latest)? {
+                        break;
                     }
                 }
             }
@@ -229,22 +211,13 @@ impl Reader<'_> {
                         continue;
                     }
                     let pair = keys::sp_prefix(self.tid, Some(&s), Some(&p));
+                    let to = crate::codec::prefix_end(&pair);
                     // The cursor's pair goes on after its last fact.
                     let from = match resume.take() {
                         Some((rs, rp, id)) if rs == s && rp == p => Bound::Excluded(keys::sp(self.tid, &s, &p, id)),
-                        _ => Bound::Included(pair.clone()),
+                        _ => Bound::Included(pair),
                     };
-                    let to = match crate::codec::prefix_successor(&pair) {
-                        Some(end) => Bound::Excluded(end),
-                        None => Bound::Unbounded,
-                    };
-                    let live = self.kv.scan(Keyspace::Sp, from.clone(), to.clone(), false);
-                    let entries: Box<dyn Iterator<Item = _>> = if closed_too {
-                        Box::new(MergeByKey::new(live, self.kv.scan(Keyspace::Closed, from, to, false)))
-                    } else {
-                        Box::new(live)
-                    };
-                    for entry in entries {
+                    for entry in self.index_entries(from, to, closed_too) {
                         let (fk, v) = entry?;
                         if spent() {
                             break 'pairs;
@@ -279,6 +252,16 @@ impl Reader<'_> {
         }
         let next_cursor = if more { last_key.map(|k| encode_cursor(plan, &k)) } else { None };
         Ok(Some(FactPage { facts, next_cursor }))
+    }
+
+    /// The facts keyed in `lo..hi` of `idx_sp`, merged in key order with
+    /// those of `idx_closed` when `closed_too` (the two share a key layout).
+    fn index_entries(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, closed_too: bool) -> KvIter<'_> {
+        if !closed_too {
+            return self.kv.scan(Keyspace::Sp, lo, hi, false);
+        }
+        let live = self.kv.scan(Keyspace::Sp, lo.clone(), hi.clone(), false);
+        Box::new(MergeByKey::new(live, self.kv.scan(Keyspace::Closed, lo, hi, false)))
     }
 
     fn latest_by_key(&self, s: &str, p: &str, id: FactId, closed_too: bool) -> Result<Option<Fact>> {
@@ -521,7 +504,7 @@ impl<I: Iterator<Item = Result<(Vec<u8>, Vec<u8>), crate::error::StorageError>>>
 mod tests {
     use super::*;
     use crate::engine::{Backend, Engine, EngineConfig};
-    use crate::kv::{KvIter, WriteBatch};
+    use crate::kv::WriteBatch;
     use crate::write::catalog::Catalog;
     use parking_lot::RwLock;
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};

@@ -171,9 +171,5 @@ fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 
 /// Keys of `ks` that start with `prefix`, ascending or descending.
 pub fn scan_prefix<'a>(kv: &'a dyn OrderedKv, ks: Keyspace, prefix: &[u8], reverse: bool) -> KvIter<'a> {
-    let hi = match crate::codec::prefix_successor(prefix) {
-        Some(end) => Bound::Excluded(end),
-        None => Bound::Unbounded,
-    };
-    kv.scan(ks, Bound::Included(prefix.to_vec()), hi, reverse)
+    kv.scan(ks, Bound::Included(prefix.to_vec()), crate::codec::prefix_end(prefix), reverse)
 }

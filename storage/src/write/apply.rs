@@ -311,12 +311,11 @@ impl Cx<'_, '_> {
         // fact that joins a live one, takes one over or continues one writes
         // none (`maybe_new` is false) and a first fact of a new subject or
         // predicate writes it without looking.
-        let pair_new = maybe_new
-            && (new_subject
-                || new_predicate
-                || !self.ov.has_prefix(Keyspace::Ps, &keys::ps(tid, &f.predicate, &f.subject))?);
-        if pair_new {
-            self.ov.put(Keyspace::Ps, keys::ps(tid, &f.predicate, &f.subject), Vec::new());
+        if maybe_new {
+            let pair = keys::ps(tid, &f.predicate, &f.subject);
+            if new_subject || new_predicate || !self.ov.has_prefix(Keyspace::Ps, &pair)? {
+                self.ov.put(Keyspace::Ps, pair, Vec::new());
+            }
         }
         self.ov.put(Keyspace::Os, keys::os(tid, &f.object, &f.predicate, &f.subject, f.id), Vec::new());
         let status = f.status;

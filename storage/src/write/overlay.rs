@@ -65,10 +65,7 @@ impl<'a> Overlay<'a> {
         start: &[u8],
     ) -> Result<Rows, StorageError> {
         use std::ops::Bound;
-        let hi = match crate::codec::prefix_successor(prefix) {
-            Some(end) => Bound::Excluded(end),
-            None => Bound::Unbounded,
-        };
+        let hi = crate::codec::prefix_end(prefix);
         let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         for item in self.kv.scan(ks, Bound::Included(start.to_vec()), hi, false) {
             let (k, v) = item?;
