@@ -1,4 +1,5 @@
-//! What a system costs besides time: its size on disk and its memory.
+//! What a system costs besides time: its size on disk and its memory, and
+//! how much of its data the page cache holds.
 
 use anyhow::{Context, Result};
 use std::path::Path;
@@ -14,6 +15,55 @@ pub fn disk_bytes(dir: &Path) -> Result<u64> {
         total += if meta.is_dir() { disk_bytes(&entry.path())? } else { meta.blocks() * 512 };
     }
     Ok(total)
+}
+
+/// Bytes of the files under `dir` that sit in the kernel's page cache now
+/// (`mincore` over a read-only mapping of each file): how much of a system's
+/// data a read step starts with in memory. Only the page cache: a server's
+/// own cache (redb's, PostgreSQL's shared buffers, InnoDB's buffer pool, which
+/// reads with `O_DIRECT` and so stays out of the page cache) is in its
+/// memory figure instead.
+pub fn cached_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            total += cached_bytes(&entry.path())?;
+        } else if meta.is_file() && meta.len() > 0 {
+            // A file may go between the listing and the open (PostgreSQL's
+            // temporary files): it has nothing cached.
+            if let Ok(file) = std::fs::File::open(entry.path()) {
+                total += file_cached_bytes(&file, meta.len())?;
+            }
+        }
+    }
+    Ok(total)
+}
+
+fn file_cached_bytes(file: &std::fs::File, len: u64) -> Result<u64> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let len = usize::try_from(len)?;
+    // SAFETY: a fresh shared read-only mapping of an open file; nothing reads
+    // through it (mincore only asks the kernel about its pages), and it is
+    // unmapped before returning.
+    let addr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+    if addr == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error()).context("mmap for mincore");
+    }
+    let mut resident = vec![0u8; len.div_ceil(page as usize)];
+    // SAFETY: `addr..addr+len` is the mapping above and `resident` holds one
+    // byte per page of it, as mincore requires.
+    let rc = unsafe { libc::mincore(addr, len, resident.as_mut_ptr()) };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: the mapping made above, unmapped once.
+    unsafe { libc::munmap(addr, len) };
+    if rc != 0 {
+        return Err(err).context("mincore");
+    }
+    Ok(resident.iter().filter(|&&b| b & 1 == 1).count() as u64 * page)
 }
 
 /// The proportional set size (PSS) of a server: the process `pid` and all
@@ -254,6 +304,24 @@ mod tests {
         assert_eq!(dirty_bytes_in(meminfo), Some(320 * 1024));
         assert_eq!(dirty_bytes_in("MemTotal: 1 kB\n"), None);
         assert!(dirty_bytes().is_some(), "this machine's /proc/meminfo");
+    }
+
+    #[test]
+    fn cached_bytes_counts_the_pages_read_and_not_the_holes() {
+        use std::io::{Read, Write};
+        let dir = std::env::temp_dir().join(format!("tempora-load-cached-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        assert_eq!(cached_bytes(&dir).unwrap(), 0, "no files");
+        // Written and read back: every page in the cache.
+        let read = dir.join("sub/read");
+        std::fs::File::create(&read).unwrap().write_all(&vec![7u8; 1 << 20]).unwrap();
+        std::fs::File::open(&read).unwrap().read_to_end(&mut Vec::new()).unwrap();
+        // A hole never written nor read: nothing in the cache.
+        std::fs::File::create(dir.join("hole")).unwrap().set_len(4 << 20).unwrap();
+        std::fs::File::create(dir.join("empty")).unwrap();
+        assert_eq!(cached_bytes(&dir).unwrap(), 1 << 20);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test]

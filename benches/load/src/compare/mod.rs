@@ -117,6 +117,24 @@ pub struct CompareArgs {
     pub settle_max_secs: u64,
 }
 
+impl CompareArgs {
+    fn data_dir(&self, k: Kind) -> Option<&std::path::Path> {
+        match k {
+            Kind::Tempora => self.tempora_data.as_deref(),
+            Kind::Postgres => self.postgres_data.as_deref(),
+            Kind::Mariadb => self.mariadb_data.as_deref(),
+        }
+    }
+
+    fn pid(&self, k: Kind) -> Option<u32> {
+        match k {
+            Kind::Tempora => self.tempora_pid,
+            Kind::Postgres => self.postgres_pid,
+            Kind::Mariadb => self.mariadb_pid,
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Workload {
     W0,
@@ -158,7 +176,11 @@ impl Run<'_> {
     /// One timed workload on each system in turn, recorded.
     async fn each_system(&mut self, systems: &[System], w: Workload) -> Result<()> {
         for s in systems {
-            let r = timed(s, w, self.args).await?;
+            // What the step starts with in the page cache: a read step on a
+            // store the cache does not hold measures the disk, not the system.
+            let cached = self.args.data_dir(s.kind()).map(measure::cached_bytes).transpose()?;
+            let mut r = timed(s, w, self.args).await?;
+            r["cached_bytes"] = json!(cached);
             self.record_settled(s.kind(), w.name(), r).await?;
         }
         Ok(())
@@ -247,14 +269,9 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
     run.each_system(&systems, Workload::W3 { as_of_ms: before_w1 }).await?;
     for s in &systems {
         let k = s.kind();
-        let (dir, pid) = match k {
-            Kind::Tempora => (&args.tempora_data, args.tempora_pid),
-            Kind::Postgres => (&args.postgres_data, args.postgres_pid),
-            Kind::Mariadb => (&args.mariadb_data, args.mariadb_pid),
-        };
         s.settle().await?;
-        let disk = dir.as_deref().map(measure::disk_bytes).transpose()?;
-        let memory = measure::memory_bytes(pid, k.process());
+        let disk = args.data_dir(k).map(measure::disk_bytes).transpose()?;
+        let memory = measure::memory_bytes(args.pid(k), k.process());
         run.record(k, "footprint", json!({"disk_bytes": disk, "memory_bytes": memory}))?;
     }
     summarise(&run.results);
@@ -382,9 +399,9 @@ fn summarise(results: &[Value]) {
     let get =
         |system: &str, workload: &str| results.iter().find(|r| r["system"] == system && r["workload"] == workload);
     println!(
-        "{:<8} {:<9} {:>12} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9} {:>6} {:>6}",
+        "{:<8} {:<9} {:>12} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9} {:>6} {:>6} {:>10}",
         "workload", "system", "per s", "p50 ms", "p99 ms", "errors", "retries", "tempora/this", "settle s", "cores",
-        "disk %"
+        "disk %", "cached MB"
     );
     for w in ["hotkey", "w5", "w0", "w2", "w4", "w1", "w3"] {
         let base = get("tempora", w).and_then(|r| r["throughput_per_s"].as_f64());
@@ -396,7 +413,7 @@ fn summarise(results: &[Value]) {
             // The writes settle after their check, which is recorded apart.
             let settled = get(s, &format!("check_{w}")).unwrap_or(r)["settle_s"].as_f64();
             println!(
-                "{w:<8} {s:<9} {tput:>12.0} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9} {:>6} {:>6}",
+                "{w:<8} {s:<9} {tput:>12.0} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9} {:>6} {:>6} {:>10}",
                 f("p50_ms"),
                 f("p99_ms"),
                 r["errors"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
@@ -404,6 +421,7 @@ fn summarise(results: &[Value]) {
                 settled.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
                 f("cpu_cores"),
                 r["disk_busy"].as_f64().map(|v| format!("{:.0}", v * 100.0)).unwrap_or_else(|| "-".into()),
+                r["cached_bytes"].as_u64().map(|b| format!("{:.0}", b as f64 / 1e6)).unwrap_or_else(|| "-".into()),
             );
         }
     }
