@@ -5,6 +5,8 @@
 #
 #   scripts/peers.sh start   # install if needed, create fresh clusters, start both
 #   scripts/peers.sh stop    # stop both (the data stays until the next start)
+#   scripts/peers.sh resume  # start both again on the data the last run left
+#                            # (for `tempora-load compare --reads-only`)
 #
 # PostgreSQL listens on 127.0.0.1:55432 (user and database `bench`, trust
 # auth), MariaDB on 127.0.0.1:53306 (user `bench`, no password, database
@@ -102,6 +104,22 @@ EOF
     echo "mariadb: 127.0.0.1:$MARIA_PORT, data in $dir/data"
 }
 
+resume() {
+    local pg=$PEERS_DIR/postgres maria=$PEERS_DIR/mariadb
+    if [ ! -d "$pg/data" ] || [ ! -f "$maria/my.cnf" ]; then
+        echo "no peers' data under $PEERS_DIR to resume: run '$0 start' and load them first" >&2
+        exit 1
+    fi
+    as_user postgres "$PG_BIN/pg_ctl" -D "$pg/data" -l "$pg/server.log" -w start >/dev/null
+    echo "postgres: 127.0.0.1:$PG_PORT, data in $pg/data"
+    as_user mysql sh -c "mariadbd --defaults-file='$maria/my.cnf' >/dev/null 2>&1 &"
+    for _ in $(seq 1 300); do
+        [ -S "$maria/mariadb.sock" ] && mariadb --socket="$maria/mariadb.sock" -uroot -e 'SELECT 1' >/dev/null 2>&1 && break
+        sleep 0.2
+    done
+    echo "mariadb: 127.0.0.1:$MARIA_PORT, data in $maria/data"
+}
+
 stop() {
     if [ -f "$PEERS_DIR/postgres/data/postmaster.pid" ]; then
         as_user postgres "$PG_BIN/pg_ctl" -D "$PEERS_DIR/postgres/data" -m fast -w stop >/dev/null || true
@@ -116,5 +134,6 @@ stop() {
 case "${1:-}" in
     start) install; stop; start_postgres; start_mariadb ;;
     stop) stop ;;
-    *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+    resume) stop; resume ;;
+    *) echo "usage: $0 start|stop|resume" >&2; exit 2 ;;
 esac

@@ -41,6 +41,31 @@ pub fn cached_bytes(dir: &Path) -> Result<u64> {
     Ok(total)
 }
 
+/// Reads every file under `dir` once, through the page cache: what a server
+/// that had been serving this data would hold in memory (`--warm`).
+pub fn warm(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    let mut buf = vec![0u8; 1 << 20];
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            total += warm(&entry.path())?;
+        } else if meta.is_file() {
+            let Ok(mut file) = std::fs::File::open(entry.path()) else { continue };
+            loop {
+                match std::io::Read::read(&mut file, &mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => total += n as u64,
+                    // A file that shrank or went away under us: what was read is read.
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+    Ok(total)
+}
+
 fn file_cached_bytes(file: &std::fs::File, len: u64) -> Result<u64> {
     use std::os::fd::AsRawFd;
     // SAFETY: sysconf has no preconditions.
@@ -321,6 +346,20 @@ mod tests {
         std::fs::File::create(dir.join("hole")).unwrap().set_len(4 << 20).unwrap();
         std::fs::File::create(dir.join("empty")).unwrap();
         assert_eq!(cached_bytes(&dir).unwrap(), 1 << 20);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn warm_reads_every_file_once() {
+        let dir = std::env::temp_dir().join(format!("tempora-load-warm-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("a/b")).unwrap();
+        std::fs::write(dir.join("a/b/one"), vec![1u8; (1 << 20) + 3]).unwrap();
+        std::fs::write(dir.join("two"), b"xy").unwrap();
+        assert_eq!(warm(&dir).unwrap(), (1 << 20) + 5);
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+        assert_eq!(cached_bytes(&dir).unwrap(), (1 << 20) + 2 * page, "both files' pages, the last ones partial");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

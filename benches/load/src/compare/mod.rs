@@ -111,6 +111,13 @@ pub struct CompareArgs {
     /// W1. For comparing builds of the read path, and for profiling it.
     #[arg(long)]
     pub reads_only: bool,
+    /// Before each read step, read the system's data directory once through
+    /// the page cache (`--*-data` needed): the step then measures a server
+    /// whose data is in memory, whatever the machine's page cache kept of
+    /// it since the steps before. InnoDB reads with `O_DIRECT` and gains
+    /// nothing from it: its cache is its buffer pool.
+    #[arg(long)]
+    pub warm: bool,
     /// Longest wait, before each step, for the machine to be quiet again
     /// (see `measure::settle`); 0 does not wait.
     #[arg(long, default_value_t = 300)]
@@ -156,6 +163,9 @@ impl Workload {
             Workload::Hot => "hotkey",
         }
     }
+    fn reads(self) -> bool {
+        matches!(self, Workload::W0 | Workload::W2 | Workload::W3 { .. } | Workload::W4)
+    }
     /// Whether a read returned what the data set says it must.
     fn rows_ok(self, rows: usize) -> bool {
         match self {
@@ -178,7 +188,14 @@ impl Run<'_> {
         for s in systems {
             // What the step starts with in the page cache: a read step on a
             // store the cache does not hold measures the disk, not the system.
-            let cached = self.args.data_dir(s.kind()).map(measure::cached_bytes).transpose()?;
+            let dir = self.args.data_dir(s.kind());
+            if self.args.warm && w.reads() {
+                if let Some(d) = dir {
+                    measure::warm(d)?;
+                    self.settle().await;
+                }
+            }
+            let cached = dir.map(measure::cached_bytes).transpose()?;
             let mut r = timed(s, w, self.args).await?;
             r["cached_bytes"] = json!(cached);
             self.record_settled(s.kind(), w.name(), r).await?;
