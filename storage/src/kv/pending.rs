@@ -272,3 +272,55 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_of(keys: impl Iterator<Item = u16>) -> Run {
+        keys.map(|k| (Bytes::from(&k.to_be_bytes()[..]), Some(Bytes::from(&[1u8][..])))).collect::<Vec<_>>().into()
+    }
+
+    fn bounds(k: u16) -> [Bound<Vec<u8>>; 3] {
+        [Bound::Included(k.to_be_bytes().to_vec()), Bound::Excluded(k.to_be_bytes().to_vec()), Bound::Unbounded]
+    }
+
+    fn within(k: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+        (match lo {
+            Bound::Included(l) => k >= l.as_slice(),
+            Bound::Excluded(l) => k > l.as_slice(),
+            Bound::Unbounded => true,
+        }) && (match hi {
+            Bound::Included(h) => k <= h.as_slice(),
+            Bound::Excluded(h) => k < h.as_slice(),
+            Bound::Unbounded => true,
+        })
+    }
+
+    /// Every pair of bounds over keys in and between a run's (the run holds
+    /// the even numbers below 2 * len), inverted ranges included, against a
+    /// filter of the whole run.
+    #[test]
+    fn a_run_cursor_holds_exactly_the_keys_within_its_bounds() {
+        for len in [0u16, 1, 2, 3, 7, 40] {
+            let run = run_of((0..len).map(|i| 2 * i));
+            let probes: Vec<u16> = (0..=2 * len + 1).collect();
+            for &a in &probes {
+                for &b in &probes {
+                    for lo in bounds(a) {
+                        for hi in bounds(b) {
+                            let c = RunCursor::new(&run, &lo, &hi);
+                            let got: Vec<&[u8]> = run[c.front..c.back].iter().map(|(k, _)| &**k).collect();
+                            let want: Vec<&[u8]> = run
+                                .iter()
+                                .map(|(k, _)| &**k)
+                                .filter(|k| within(k, &lo, &hi))
+                                .collect();
+                            assert_eq!(got, want, "len {len}, {lo:?}..{hi:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
