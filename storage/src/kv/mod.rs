@@ -173,3 +173,17 @@ fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 pub fn scan_prefix<'a>(kv: &'a dyn OrderedKv, ks: Keyspace, prefix: &[u8], reverse: bool) -> KvIter<'a> {
     kv.scan(ks, Bound::Included(prefix.to_vec()), crate::codec::prefix_end(prefix), reverse)
 }
+
+/// Whether `k` lies within `lo..hi`: the tests' reference for every scan.
+#[cfg(test)]
+pub(crate) fn within(k: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    (match lo {
+        Bound::Included(l) => k >= l.as_slice(),
+        Bound::Excluded(l) => k > l.as_slice(),
+        Bound::Unbounded => true,
+    }) && (match hi {
+        Bound::Included(h) => k <= h.as_slice(),
+        Bound::Excluded(h) => k < h.as_slice(),
+        Bound::Unbounded => true,
+    })
+}

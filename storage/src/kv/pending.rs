@@ -276,6 +276,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kv::within;
 
     fn run_of(keys: impl Iterator<Item = u16>) -> Run {
         keys.map(|k| (Bytes::from(&k.to_be_bytes()[..]), Some(Bytes::from(&[1u8][..])))).collect::<Vec<_>>().into()
@@ -283,18 +284,6 @@ mod tests {
 
     fn bounds(k: u16) -> [Bound<Vec<u8>>; 3] {
         [Bound::Included(k.to_be_bytes().to_vec()), Bound::Excluded(k.to_be_bytes().to_vec()), Bound::Unbounded]
-    }
-
-    fn within(k: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
-        (match lo {
-            Bound::Included(l) => k >= l.as_slice(),
-            Bound::Excluded(l) => k > l.as_slice(),
-            Bound::Unbounded => true,
-        }) && (match hi {
-            Bound::Included(h) => k <= h.as_slice(),
-            Bound::Excluded(h) => k < h.as_slice(),
-            Bound::Unbounded => true,
-        })
     }
 
     /// Every pair of bounds over keys in and between a run's (the run holds

@@ -338,7 +338,7 @@ mod model {
     //! checkpoints every few bytes or none at all, clean reopens and
     //! crashes, each followed by every get and a set of scans both ways.
     use super::*;
-    use crate::kv::KvPair;
+    use crate::kv::{within, KvPair};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
@@ -370,18 +370,6 @@ mod model {
             key().prop_map(Bound::Included),
             key().prop_map(Bound::Excluded),
         ]
-    }
-
-    fn within(k: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
-        (match lo {
-            Bound::Included(l) => k >= l.as_slice(),
-            Bound::Excluded(l) => k > l.as_slice(),
-            Bound::Unbounded => true,
-        }) && (match hi {
-            Bound::Included(h) => k <= h.as_slice(),
-            Bound::Excluded(h) => k < h.as_slice(),
-            Bound::Unbounded => true,
-        })
     }
 
     fn open(dir: &Path, checkpoint_bytes: u64) -> RedbKv {
