@@ -186,8 +186,6 @@ impl Run<'_> {
     /// One timed workload on each system in turn, recorded.
     async fn each_system(&mut self, systems: &[System], w: Workload) -> Result<()> {
         for s in systems {
-            // What the step starts with in the page cache: a read step on a
-            // store the cache does not hold measures the disk, not the system.
             let dir = self.args.data_dir(s.kind());
             if self.args.warm && w.reads() {
                 if let Some(d) = dir {
@@ -195,6 +193,8 @@ impl Run<'_> {
                     self.settle().await;
                 }
             }
+            // What the step starts with in the page cache: a read step on a
+            // store the cache does not hold measures the disk, not the system.
             let cached = dir.map(measure::cached_bytes).transpose()?;
             let mut r = timed(s, w, self.args).await?;
             r["cached_bytes"] = json!(cached);
