@@ -65,6 +65,17 @@ EOF
     echo "postgres: 127.0.0.1:$PG_PORT, data in $dir/data"
 }
 
+# Starts mariadbd on the configuration in $1 and waits until it answers
+# (up to a minute: a restart on a large store recovers first).
+launch_mariadb() {
+    local dir=$1
+    as_user mysql sh -c "mariadbd --defaults-file='$dir/my.cnf' >/dev/null 2>&1 &"
+    for _ in $(seq 1 300); do
+        [ -S "$dir/mariadb.sock" ] && mariadb --socket="$dir/mariadb.sock" -uroot -e 'SELECT 1' >/dev/null 2>&1 && break
+        sleep 0.2
+    done
+}
+
 start_mariadb() {
     local dir=$PEERS_DIR/mariadb
     as_root rm -rf "$dir"
@@ -92,11 +103,7 @@ EOF
     # (Its attempt to chown the PAM helper fails without privileges and is harmless.)
     as_user mysql mariadb-install-db --defaults-file="$dir/my.cnf" --auth-root-authentication-method=socket \
         >/dev/null 2> >(grep -v auth_pam_tool >&2)
-    as_user mysql sh -c "mariadbd --defaults-file='$dir/my.cnf' >/dev/null 2>&1 &"
-    for _ in $(seq 1 100); do
-        [ -S "$dir/mariadb.sock" ] && mariadb --socket="$dir/mariadb.sock" -uroot -e 'SELECT 1' >/dev/null 2>&1 && break
-        sleep 0.2
-    done
+    launch_mariadb "$dir"
     mariadb --socket="$dir/mariadb.sock" -uroot -e "
         CREATE DATABASE bench;
         CREATE USER 'bench'@'127.0.0.1';
@@ -112,11 +119,7 @@ resume() {
     fi
     as_user postgres "$PG_BIN/pg_ctl" -D "$pg/data" -l "$pg/server.log" -w start >/dev/null
     echo "postgres: 127.0.0.1:$PG_PORT, data in $pg/data"
-    as_user mysql sh -c "mariadbd --defaults-file='$maria/my.cnf' >/dev/null 2>&1 &"
-    for _ in $(seq 1 300); do
-        [ -S "$maria/mariadb.sock" ] && mariadb --socket="$maria/mariadb.sock" -uroot -e 'SELECT 1' >/dev/null 2>&1 && break
-        sleep 0.2
-    done
+    launch_mariadb "$maria"
     echo "mariadb: 127.0.0.1:$MARIA_PORT, data in $maria/data"
 }
 

@@ -9,12 +9,32 @@ use std::path::Path;
 pub fn disk_bytes(dir: &Path) -> Result<u64> {
     use std::os::unix::fs::MetadataExt;
     let mut total = 0;
+    each_file(dir, &mut |_, meta| {
+        total += meta.blocks() * 512;
+        Ok(())
+    })?;
+    Ok(total)
+}
+
+/// Calls `f` with every entry under `dir`, at any depth, that is not a
+/// directory (its metadata not following links).
+fn each_file(dir: &Path, f: &mut dyn FnMut(&Path, &std::fs::Metadata) -> Result<()>) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let entry = entry?;
         let meta = entry.metadata()?;
-        total += if meta.is_dir() { disk_bytes(&entry.path())? } else { meta.blocks() * 512 };
+        if meta.is_dir() {
+            each_file(&entry.path(), f)?;
+        } else {
+            f(&entry.path(), &meta)?;
+        }
     }
-    Ok(total)
+    Ok(())
+}
+
+/// The size of a memory page.
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
 }
 
 /// Bytes of the files under `dir` that sit in the kernel's page cache now
@@ -25,19 +45,16 @@ pub fn disk_bytes(dir: &Path) -> Result<u64> {
 /// memory figure instead.
 pub fn cached_bytes(dir: &Path) -> Result<u64> {
     let mut total = 0;
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
-        if meta.is_dir() {
-            total += cached_bytes(&entry.path())?;
-        } else if meta.is_file() && meta.len() > 0 {
-            // A file may go between the listing and the open (PostgreSQL's
-            // temporary files): it has nothing cached.
-            if let Ok(file) = std::fs::File::open(entry.path()) {
+    each_file(dir, &mut |path, meta| {
+        // A file may go between the listing and the open (PostgreSQL's
+        // temporary files): it has nothing cached.
+        if meta.is_file() && meta.len() > 0 {
+            if let Ok(file) = std::fs::File::open(path) {
                 total += file_cached_bytes(&file, meta.len())?;
             }
         }
-    }
+        Ok(())
+    })?;
     Ok(total)
 }
 
@@ -46,30 +63,23 @@ pub fn cached_bytes(dir: &Path) -> Result<u64> {
 pub fn warm(dir: &Path) -> Result<u64> {
     let mut total = 0;
     let mut buf = vec![0u8; 1 << 20];
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
-        if meta.is_dir() {
-            total += warm(&entry.path())?;
-        } else if meta.is_file() {
-            let Ok(mut file) = std::fs::File::open(entry.path()) else { continue };
-            loop {
-                match std::io::Read::read(&mut file, &mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => total += n as u64,
-                    // A file that shrank or went away under us: what was read is read.
-                    Err(_) => break,
-                }
-            }
+    each_file(dir, &mut |path, meta| {
+        if !meta.is_file() {
+            return Ok(());
         }
-    }
+        let Ok(mut file) = std::fs::File::open(path) else { return Ok(()) };
+        // A file that shrank or went away under us: what was read is read.
+        while let Ok(n @ 1..) = std::io::Read::read(&mut file, &mut buf) {
+            total += n as u64;
+        }
+        Ok(())
+    })?;
     Ok(total)
 }
 
 fn file_cached_bytes(file: &std::fs::File, len: u64) -> Result<u64> {
     use std::os::fd::AsRawFd;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let page = page_size();
     let len = usize::try_from(len)?;
     // SAFETY: a fresh shared read-only mapping of an open file; nothing reads
     // through it (mincore only asks the kernel about its pages), and it is
@@ -357,9 +367,7 @@ mod tests {
         std::fs::write(dir.join("a/b/one"), vec![1u8; (1 << 20) + 3]).unwrap();
         std::fs::write(dir.join("two"), b"xy").unwrap();
         assert_eq!(warm(&dir).unwrap(), (1 << 20) + 5);
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
-        assert_eq!(cached_bytes(&dir).unwrap(), (1 << 20) + 2 * page, "both files' pages, the last ones partial");
+        assert_eq!(cached_bytes(&dir).unwrap(), (1 << 20) + 2 * page_size(), "both files' pages, the last ones partial");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
