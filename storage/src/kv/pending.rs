@@ -29,7 +29,7 @@ type Bytes = Arc<[u8]>;
 /// A key and its value, or `None` where the key was deleted.
 type Entry = (Bytes, Option<Bytes>);
 /// Entries sorted by key, each key once.
-type Run = Arc<[Entry]>;
+type Run = Arc<SortedRun>;
 
 /// Every keyspace's writes since the last checkpoint, the later write to a
 /// key replacing the earlier.
@@ -68,7 +68,7 @@ impl Pending {
                     _ => run.push(entry),
                 }
             }
-            runs.push(run.into());
+            runs.push(Arc::new(SortedRun::new(run)));
             while runs.len() >= 2 && runs[runs.len() - 2].len() <= 2 * runs[runs.len() - 1].len() {
                 let newer = runs.pop().expect("two runs");
                 let older = runs.pop().expect("two runs");
@@ -93,8 +93,8 @@ impl Pending {
     /// deleted here, `None` for one this layer does not know.
     pub fn get(&self, ks: Keyspace, key: &[u8]) -> Option<Option<&[u8]>> {
         self.runs[ks.index()].iter().rev().find_map(|run| {
-            let i = run.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
-            Some(run[i].1.as_deref())
+            let (k, value) = run.entries.get(run.position(key, false))?;
+            (**k == *key).then_some(value.as_deref())
         })
     }
 
@@ -120,10 +120,63 @@ impl Pending {
     }
 }
 
+/// A run's entries and what its searches go by: the length of the prefix
+/// all its keys share, and each key's head, the 8 bytes after that prefix.
+pub(super) struct SortedRun {
+    entries: Vec<Entry>,
+    prefix_len: usize,
+    heads: Vec<u64>,
+}
+
+/// The first 8 bytes of `rest` as a big-endian integer, zeros past its end.
+/// Of two byte strings, the one with the smaller head is the smaller; equal
+/// heads say nothing (`ab` and `ab\0` have the same one).
+fn head(rest: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = rest.len().min(8);
+    b[..n].copy_from_slice(&rest[..n]);
+    u64::from_be_bytes(b)
+}
+
+impl SortedRun {
+    /// `entries` must be sorted by key, each key once.
+    fn new(entries: Vec<Entry>) -> SortedRun {
+        // Sorted, so every key shares the prefix the first and last share.
+        let prefix_len = match (entries.first(), entries.last()) {
+            (Some((a, _)), Some((b, _))) => a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count(),
+            _ => 0,
+        };
+        let heads = entries.iter().map(|(k, _)| head(&k[prefix_len..])).collect();
+        SortedRun { entries, prefix_len, heads }
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// How many keys are less than `key` (or not greater, when `or_equal`).
+    fn position(&self, key: &[u8], or_equal: bool) -> usize {
+        let Some((first, _)) = self.entries.first() else { return 0 };
+        let prefix = &first[..self.prefix_len];
+        let common = prefix.len().min(key.len());
+        match key[..common].cmp(&prefix[..common]) {
+            Ordering::Less => return 0,
+            Ordering::Greater => return self.len(),
+            // A proper prefix of the shared prefix is less than every key.
+            Ordering::Equal if key.len() < prefix.len() => return 0,
+            Ordering::Equal => {}
+        }
+        let h = head(&key[prefix.len()..]);
+        let from = self.heads.partition_point(|&x| x < h);
+        let to = from + self.heads[from..].partition_point(|&x| x == h);
+        from + self.entries[from..to].partition_point(|(k, _)| if or_equal { **k <= *key } else { **k < *key })
+    }
+}
+
 /// The merge of an older and a newer run, the newer entry of a key kept.
-fn merge_runs(older: &[Entry], newer: &[Entry]) -> Run {
+fn merge_runs(older: &SortedRun, newer: &SortedRun) -> Run {
     let mut out = Vec::with_capacity(older.len() + newer.len());
-    let (mut o, mut n) = (older.iter().peekable(), newer.iter().peekable());
+    let (mut o, mut n) = (older.entries.iter().peekable(), newer.entries.iter().peekable());
     loop {
         let order = match (o.peek(), n.peek()) {
             (None, None) => break,
@@ -140,7 +193,7 @@ fn merge_runs(older: &[Entry], newer: &[Entry]) -> Run {
             }
         }
     }
-    out.into()
+    Arc::new(SortedRun::new(out))
 }
 
 /// The entries of one run between two bounds, `[front, back)`, taken from
@@ -154,15 +207,14 @@ struct RunCursor {
 
 impl RunCursor {
     fn new(run: &Run, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> RunCursor {
-        let at = |pred: &dyn Fn(&[u8]) -> bool| run.partition_point(|(k, _)| pred(k));
         let front = match lo {
-            Bound::Included(l) => at(&|k| k < l.as_slice()),
-            Bound::Excluded(l) => at(&|k| k <= l.as_slice()),
+            Bound::Included(l) => run.position(l, false),
+            Bound::Excluded(l) => run.position(l, true),
             Bound::Unbounded => 0,
         };
         let back = match hi {
-            Bound::Included(h) => at(&|k| k <= h.as_slice()),
-            Bound::Excluded(h) => at(&|k| k < h.as_slice()),
+            Bound::Included(h) => run.position(h, true),
+            Bound::Excluded(h) => run.position(h, false),
             Bound::Unbounded => run.len(),
         };
         // An inverted range holds nothing.
@@ -175,16 +227,16 @@ impl RunCursor {
             return None;
         }
         let i = if reverse { self.back - 1 } else { self.front };
-        Some(&self.run[i].0)
+        Some(&self.run.entries[i].0)
     }
 
     fn take(&mut self, reverse: bool) -> Entry {
         if reverse {
             self.back -= 1;
-            self.run[self.back].clone()
+            self.run.entries[self.back].clone()
         } else {
             self.front += 1;
-            self.run[self.front - 1].clone()
+            self.run.entries[self.front - 1].clone()
         }
     }
 }
@@ -279,7 +331,9 @@ mod tests {
     use crate::kv::within;
 
     fn run_of(keys: impl Iterator<Item = u16>) -> Run {
-        keys.map(|k| (Bytes::from(&k.to_be_bytes()[..]), Some(Bytes::from(&[1u8][..])))).collect::<Vec<_>>().into()
+        Arc::new(SortedRun::new(
+            keys.map(|k| (Bytes::from(&k.to_be_bytes()[..]), Some(Bytes::from(&[1u8][..])))).collect(),
+        ))
     }
 
     fn bounds(k: u16) -> [Bound<Vec<u8>>; 3] {
@@ -299,8 +353,9 @@ mod tests {
                     for lo in bounds(a) {
                         for hi in bounds(b) {
                             let c = RunCursor::new(&run, &lo, &hi);
-                            let got: Vec<&[u8]> = run[c.front..c.back].iter().map(|(k, _)| &**k).collect();
+                            let got: Vec<&[u8]> = run.entries[c.front..c.back].iter().map(|(k, _)| &**k).collect();
                             let want: Vec<&[u8]> = run
+                                .entries
                                 .iter()
                                 .map(|(k, _)| &**k)
                                 .filter(|k| within(k, &lo, &hi))
@@ -309,6 +364,45 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Keys from a small alphabet with zero bytes, of every length up to
+    /// twenty, under a long shared prefix or none: runs whose keys differ
+    /// only past their head's 8 bytes, keys that are prefixes of others, and
+    /// sought keys shorter than, inside and beyond the run's shared prefix.
+    fn key() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        (any::<bool>(), proptest::collection::vec(prop::sample::select(vec![0u8, 1, 7, 255]), 0..20)).prop_map(
+            |(shared, tail)| {
+                let mut k = if shared { b"tenant\0Person:k".to_vec() } else { Vec::new() };
+                k.extend(tail);
+                k
+            },
+        )
+    }
+
+    proptest::proptest! {
+        /// A run's searches by heads agree with a search of its whole keys,
+        /// and a point read finds exactly the keys the run holds.
+        #[test]
+        fn searches_by_head_agree_with_whole_keys(
+            keys in proptest::collection::btree_set(key(), 0..60),
+            probes in proptest::collection::vec(key(), 1..40),
+        ) {
+            let entries: Vec<Entry> =
+                keys.iter().map(|k| (Bytes::from(k.as_slice()), Some(Bytes::from(&k[..])))).collect();
+            let run = Arc::new(SortedRun::new(entries));
+            let mut layer = Pending::default();
+            layer.runs[Keyspace::Sp.index()].push(Arc::clone(&run));
+            for p in probes.iter().chain(keys.iter()) {
+                let less = keys.iter().filter(|k| *k < p).count();
+                let not_greater = keys.iter().filter(|k| *k <= p).count();
+                proptest::prop_assert_eq!(run.position(p, false), less, "{:?} < {:?}", keys, p);
+                proptest::prop_assert_eq!(run.position(p, true), not_greater, "{:?} <= {:?}", keys, p);
+                let want = keys.contains(p).then_some(Some(p.as_slice()));
+                proptest::prop_assert_eq!(layer.get(Keyspace::Sp, p), want);
             }
         }
     }
