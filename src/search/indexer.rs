@@ -4,11 +4,11 @@
 //! highest transaction whose changes are all in the index, in the same
 //! atomic commit as the documents; so after any crash the index is exactly
 //! "everything up to the watermark" and catching up from there is enough.
-//! Re-applying a change is harmless (a document is replaced by its key), so
+//! Re-applying a change is harmless (a document is replaced by its id), so
 //! a change indexed twice does no damage either.
 //!
 //! Replacing costs a delete, and tantivy applies each delete at commit by
-//! looking its key up in every segment. A fact first recorded after the
+//! looking its id up in every segment. A fact first recorded after the
 //! watermark cannot have a document in the committed index (every document
 //! there came from a change at or before the watermark), so its first
 //! document is added without one; only a document this batch already added
@@ -27,7 +27,7 @@ use std::sync::Arc;
 use tantivy::directory::MmapDirectory;
 use tantivy::tokenizer::{TextAnalyzer, WhitespaceTokenizer};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy};
-use tempora_storage::{Change, ChangeEvent, Engine, Fact, Tx};
+use tempora_storage::{Change, ChangeEvent, Engine, Fact, FactId, Tx};
 use tokio::sync::{broadcast, watch};
 
 /// Changes read from the log per call.
@@ -80,12 +80,12 @@ pub struct Indexer {
     writer: IndexWriter,
     watermark: Tx,
     published: watch::Sender<Tx>,
-    staged: HashMap<String, IndexDoc>,
+    staged: HashMap<FactId, IndexDoc>,
     /// Flush the stage at this many documents ([`STAGE_LIMIT`]).
     stage_limit: usize,
-    /// Keys of facts first recorded after the watermark that this batch
+    /// Ids of facts first recorded after the watermark that this batch
     /// already handed to the writer: a later version of one must delete it.
-    added_fresh: HashSet<String>,
+    added_fresh: HashSet<FactId>,
     /// Deletes handed to the writer since the index was opened.
     deletes: u64,
     metrics: Option<IndexerMetrics>,
@@ -238,7 +238,7 @@ impl Indexer {
     /// batch writes each fact once.
     fn stage(&mut self, f: &Fact) -> Result<()> {
         let doc = IndexDoc::Fact(f.clone());
-        self.staged.insert(doc.key(), doc);
+        self.staged.insert(doc.id(), doc);
         if self.staged.len() >= self.stage_limit {
             self.flush()?;
         }
@@ -248,14 +248,14 @@ impl Indexer {
     fn flush(&mut self) -> Result<()> {
         let fields = &self.state.fields;
         let n = self.staged.len();
-        for (key, doc) in self.staged.drain() {
+        for (id, doc) in self.staged.drain() {
             // A fact first recorded after the watermark has no document to
             // replace, unless this batch added one (see the module comment).
             // After a failed batch nothing is taken for granted: its commit
             // may have landed even though a later step failed.
-            let first = !self.failed && doc.created_tx() > self.watermark && self.added_fresh.insert(key.clone());
+            let first = !self.failed && doc.created_tx() > self.watermark && self.added_fresh.insert(id);
             if !first {
-                self.writer.delete_term(fields.key_term(&key));
+                self.writer.delete_term(fields.id_term(id));
                 self.deletes += 1;
             }
             self.writer.add_document(fields.document(&doc)).context("adding a search document")?;

@@ -11,7 +11,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
-use tantivy::schema::{IndexRecordOption, Value};
+use tantivy::schema::IndexRecordOption;
 use tantivy::{TantivyDocument, Term};
 use tempora_storage::{AsOf, Fact, FactId, FactQuery, Status, StatusFilter, StatusSet};
 
@@ -122,10 +122,7 @@ impl Ranker for Bm25Ranker {
             let n = hits.len();
             for (score, addr) in hits {
                 let doc: TantivyDocument = searcher.doc(addr).context("reading a search document")?;
-                let Some(id) = doc.get_first(fields.id).and_then(|v| v.as_str()).and_then(|s| s.parse::<FactId>().ok())
-                else {
-                    continue;
-                };
+                let Some(id) = fields.stored_id(&doc) else { continue };
                 if !seen.insert(id) {
                     continue;
                 }
