@@ -177,9 +177,8 @@ pub fn run(facts: usize, queries: usize, dir: Option<PathBuf>) -> Result<()> {
     // Peers read the same index directly.
     let index = tantivy::Index::open_in_dir(dir.join("search")).context("opening the index")?;
     let reader = index.reader()?;
-    let schema = index.schema();
-    let object = schema.get_field("object")?;
-    let id_field = schema.get_field("id")?;
+    let fields = tempora::search::schema::Fields::new();
+    let object = fields.object;
 
     let mut rng = Rng::new(1234);
     let n = queries;
@@ -249,10 +248,8 @@ pub fn run(facts: usize, queries: usize, dir: Option<PathBuf>) -> Result<()> {
         let mut got = 0;
         for (_, addr) in top {
             let d: tantivy::TantivyDocument = searcher.doc(addr)?;
-            use tantivy::schema::Value;
-            if d.get_first(id_field).and_then(|v| v.as_str()).and_then(|s| s.parse::<FactId>().ok()).is_some() {
-                got += 1;
-            }
+            fields.stored_id(&d).context("a search hit without an id")?;
+            got += 1;
         }
         Ok(got)
     })?;
