@@ -43,10 +43,11 @@ const WRITER_MEMORY: usize = 50 << 20;
 /// the server under durable asserts). The first write after a quiet spell is
 /// still indexed at once, and a search waiting for its tenant's writes (see
 /// `Search::wait_fresh`) cuts the pause short, so searches do not wait for it.
-/// Four seconds rather than one took a sixth off the index's threads under
-/// W1 at 1M facts (fewer, larger segments: less merging, fewer segment
-/// updates), about 6 % of the server's CPU per assert.
-pub const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_secs(4);
+/// Four seconds took about 6 % off the server's CPU per assert under W1 at
+/// 1M facts (fewer, larger segments), but a search during a bulk import,
+/// which must wait for the batch the pause gathered, then took 1.0-1.7 s
+/// instead of 0.5-0.9 s; so one second.
+pub const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The index and its reader, shared by the indexer and the searches.
 pub struct IndexState {
