@@ -122,7 +122,7 @@ impl Pending {
 
 /// A run's entries and what its searches go by: the length of the prefix
 /// all its keys share, and each key's head, the 8 bytes after that prefix.
-pub(super) struct SortedRun {
+struct SortedRun {
     entries: Vec<Entry>,
     prefix_len: usize,
     heads: Vec<u64>,

@@ -46,9 +46,9 @@ fn page_size() -> u64 {
 pub fn cached_bytes(dir: &Path) -> Result<u64> {
     let mut total = 0;
     each_file(dir, &mut |path, meta| {
-        // A file may go between the listing and the open (PostgreSQL's
-        // temporary files): it has nothing cached.
         if meta.is_file() && meta.len() > 0 {
+            // A file may go between the listing and the open (PostgreSQL's
+            // temporary files): it has nothing cached.
             if let Ok(file) = std::fs::File::open(path) {
                 total += file_cached_bytes(&file, meta.len())?;
             }
