@@ -24,7 +24,7 @@ pub use schema::fact_text;
 
 use crate::memory::Memory;
 use anyhow::Result;
-use indexer::{IndexState, Indexer};
+use indexer::{Hurry, IndexState, Indexer};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -106,8 +106,8 @@ pub struct Search {
     state: Arc<IndexState>,
     watermark: watch::Receiver<Tx>,
     rankers: Arc<Vec<Arc<dyn Ranker>>>,
-    /// Wakes the indexer from its pause between commits when a search waits.
-    hurry: Arc<tokio::sync::Notify>,
+    /// Tells the indexer what a waiting search waits for.
+    hurry: Arc<Hurry>,
 }
 
 /// The running indexer: stop it after the last write.
@@ -131,13 +131,25 @@ impl Search {
     /// on the current runtime. The indexer catches up with the log in the
     /// background; searches meanwhile wait for it (bounded).
     pub fn start(data_dir: &Path, memory: &Memory, metrics: Option<IndexerMetrics>) -> Result<(Search, IndexerHandle)> {
+        Search::start_paced(data_dir, memory, metrics, indexer::COMMIT_EVERY)
+    }
+
+    /// [`Search::start`] with another least time between two index commits
+    /// while writes keep coming.
+    pub fn start_paced(
+        data_dir: &Path,
+        memory: &Memory,
+        metrics: Option<IndexerMetrics>,
+        commit_every: Duration,
+    ) -> Result<(Search, IndexerHandle)> {
         let engine = Arc::clone(memory.engine());
         // Subscribed before the catch-up reads the log: nothing falls between.
         let notices = memory.subscribe();
-        let (indexer, watermark) = Indexer::open(&index_dir(data_dir), Arc::clone(&engine), metrics)?;
+        let (mut indexer, watermark) = Indexer::open(&index_dir(data_dir), Arc::clone(&engine), metrics)?;
+        indexer.set_commit_every(commit_every);
         let state = indexer.state();
         let (stop, stop_rx) = watch::channel(false);
-        let hurry = Arc::new(tokio::sync::Notify::new());
+        let hurry = Arc::new(Hurry::default());
         let task = tokio::spawn(indexer.run(notices, stop_rx, Arc::clone(&hurry)));
         let rankers: Vec<Arc<dyn Ranker>> =
             vec![Arc::new(query::Bm25Ranker { state: Arc::clone(&state) }), Arc::new(query::GraphRanker)];
@@ -173,7 +185,7 @@ impl Search {
         };
         let mut rx = self.watermark.clone();
         if *rx.borrow() < target {
-            self.hurry.notify_one();
+            self.hurry.want(target);
         }
         let reached = matches!(tokio::time::timeout(within, rx.wait_for(|w| *w >= target)).await, Ok(Ok(_)));
         reached

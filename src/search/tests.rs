@@ -1,13 +1,16 @@
 //! The index itself, in process: tenant and liveness filters at the index
 //! level (not only through the engine's re-check), the watermark in the
-//! commit, and the rebuild triggers.
+//! commit, the rebuild triggers, and the indexer's steps and commits.
 
 use super::indexer::Indexer;
+use super::Search;
+use crate::memory::Memory;
 use super::query::index_query;
 use super::schema::{Fields, SCHEMA_VERSION};
 use super::tokenize::query_terms;
 use super::SearchRequest;
 use std::sync::Arc;
+use std::time::Duration;
 use tantivy::collector::Count;
 use tempora_storage::{Engine, EngineConfig, FactInput};
 
@@ -135,4 +138,72 @@ fn only_documents_that_may_exist_are_deleted_before_they_are_replaced() {
     again.catch_up(None, e.last_tx().0).unwrap();
     assert_eq!((again.num_docs(), again.deletes()), (10, 1));
     assert_eq!(hits(&again, "a", "globex", None), 0);
+}
+
+#[test]
+fn documents_handed_in_steps_are_searchable_at_the_commit_and_replace_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine();
+    let (mut ix, wm) = Indexer::open(&dir.path().join("search"), Arc::clone(&e), None).unwrap();
+    e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:acme")).unwrap();
+    ix.hand(None, e.last_tx().0).unwrap();
+    assert_eq!((ix.num_docs(), *wm.borrow()), (0, 0), "handed to the writer, not committed");
+
+    // The next step closes the fact the first one handed: its document,
+    // uncommitted, must be replaced, not joined by a second one.
+    e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:globex")).unwrap();
+    ix.hand(Some(["a".to_string()].into()), e.last_tx().0).unwrap();
+    assert_eq!(ix.num_docs(), 0);
+    ix.commit().unwrap();
+    assert_eq!(*wm.borrow(), e.last_tx().0);
+    assert_eq!((ix.num_docs(), ix.deletes()), (2, 1), "one document per fact");
+    assert_eq!(hits(&ix, "a", "acme", None), 0, "the closed version replaced the live one");
+    assert_eq!(hits(&ix, "a", "acme", Some(i64::MAX)), 1);
+    assert_eq!(hits(&ix, "a", "globex", None), 1);
+
+    // Nothing handed since: a commit changes nothing.
+    ix.commit().unwrap();
+    assert_eq!((ix.watermark(), ix.num_docs()), (e.last_tx().0, 2));
+}
+
+/// Polls until the index's watermark reaches `tx` (at most `within`).
+async fn reaches(search: &Search, tx: u64, within: Duration) -> bool {
+    let until = tokio::time::Instant::now() + within;
+    while search.watermark() < tx {
+        if tokio::time::Instant::now() > until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_wait_out_the_pause_unless_a_search_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine();
+    let memory = Memory::new(Arc::clone(&e));
+    let (search, handle) = Search::start_paced(dir.path(), &memory, None, Duration::from_secs(3600)).unwrap();
+    let kiwi = |i: usize| FactInput::new(format!("Tree:t{i}"), "fruit", "kiwi");
+
+    // The first write after a quiet spell (here: since the start) is
+    // committed at once, with no search waiting.
+    let first = e.assert("a", kiwi(1)).unwrap();
+    assert!(reaches(&search, first.fact.tx, Duration::from_secs(10)).await, "the first write was not committed");
+
+    // The next ones wait out the pause (an hour)...
+    let second = e.assert("a", kiwi(2)).unwrap();
+    e.assert("b", kiwi(3)).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(search.watermark() < second.fact.tx, "committed inside the pause");
+    // ...unless a search waits for them: it waits for a's writes only.
+    assert!(search.wait_fresh("a", Duration::from_secs(10)).await, "a waiting search was left to the pause");
+    assert!(search.watermark() >= second.fact.tx);
+    assert!(search.documents() >= 2);
+
+    // On stop, what was announced is handed and committed.
+    let last = e.assert("a", kiwi(4)).unwrap();
+    handle.stop().await;
+    let (ix, _) = Indexer::open(&dir.path().join("search"), Arc::clone(&e), None).unwrap();
+    assert_eq!((ix.watermark(), ix.num_docs()), (last.fact.tx, 4));
 }
