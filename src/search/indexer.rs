@@ -11,8 +11,8 @@
 //! looking its id up in every segment. A fact first recorded after the
 //! watermark cannot have a document in the committed index (every document
 //! there came from a change at or before the watermark), so its first
-//! document is added without one; only a document this batch already added
-//! for it is replaced the usual way. Under asserts with supersession that
+//! document is added without one; only a document handed for it since the
+//! last commit is replaced the usual way. Under asserts with supersession that
 //! halves the deletes: the new fact needs none, the closed one does.
 //!
 //! Handing documents to the writer and committing them are paced apart.
