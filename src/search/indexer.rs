@@ -498,14 +498,14 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// The notices already waiting, drained as by [`drain`]; `None` when there
-/// are none.
+/// [`drain`] of the notices already waiting; `None` when there are none.
 fn waiting(notices: &mut broadcast::Receiver<Committed>, engine: &Engine) -> Option<(Option<BTreeSet<String>>, Tx)> {
-    match notices.try_recv() {
-        Ok(n) => Some(drain(Ok(n), notices, engine)),
-        Err(broadcast::error::TryRecvError::Lagged(_)) => Some((None, engine.last_tx().0)),
-        Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => None,
-    }
+    let first = match notices.try_recv() {
+        Ok(n) => Ok(n),
+        Err(broadcast::error::TryRecvError::Lagged(n)) => Err(broadcast::error::RecvError::Lagged(n)),
+        Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => return None,
+    };
+    Some(drain(first, notices, engine))
 }
 
 /// The tenants and the highest tx of `first` and every notice already

@@ -3,12 +3,11 @@
 //! commit, the rebuild triggers, and the indexer's steps and commits.
 
 use super::indexer::Indexer;
-use super::Search;
-use crate::memory::Memory;
 use super::query::index_query;
 use super::schema::{Fields, SCHEMA_VERSION};
 use super::tokenize::query_terms;
-use super::SearchRequest;
+use super::{Search, SearchRequest};
+use crate::memory::Memory;
 use std::sync::Arc;
 use std::time::Duration;
 use tantivy::collector::Count;
