@@ -152,11 +152,19 @@ impl Cx<'_, '_> {
                 .into_iter()
                 .filter(|old| old.status == Status::Active && old.overlaps(valid_from, valid_until))
                 .collect();
-            competitors.extend(
-                self.shadowed_facts(&fact.subject, &fact.predicate, valid_from)?
-                    .into_iter()
-                    .filter(|old| old.overlaps(valid_from, valid_until)),
-            );
+            // A superseded fact competes only if it is still valid after
+            // `valid_from`. No superseded fact of the tenant is valid past its
+            // bound (raised before any fact is closed past it, this
+            // transaction's included), so an assert that starts at or after
+            // it, as one starting now does, skips the scan of `idx_valid`
+            // and its descent: an eighth of the writer's time under W1.
+            if valid_from < self.cat.state.superseded_until(self.tid) {
+                competitors.extend(
+                    self.shadowed_facts(&fact.subject, &fact.predicate, valid_from)?
+                        .into_iter()
+                        .filter(|old| old.overlaps(valid_from, valid_until)),
+                );
+            }
             if cardinality == Cardinality::Many {
                 competitors.retain(|old| old.object == fact.object);
             }
