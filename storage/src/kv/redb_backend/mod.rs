@@ -65,16 +65,19 @@ type Entry = (redb::AccessGuard<'static, &'static [u8]>, redb::AccessGuard<'stat
 /// checkpoint before is still being written, the journal may grow to
 /// [`writer::DEFER_UP_TO`] times this before writes wait for it.
 ///
-/// Under asserts with supersession at 1M facts nearly every write lands in
-/// its own leaf of five tables, and a checkpoint's cost is the leaves it
-/// writes; the more writes a checkpoint holds, the more of them share a
-/// leaf. Against 8 MiB, 32 MiB took the server's CPU per assert from
-/// 145-147 to 133-135 µs and its throughput from 8.8k to 9.6k/s (W1 alone,
-/// alternating, two rounds), for about 70 MB more resident memory and 0.8 s
-/// more to restart after a kill -9 under asserts (3.0 s to answer against
-/// 2.2 s, a full journal replayed). 64 MiB took another 5 % of CPU for a
-/// 4.4 s restart.
-pub const CHECKPOINT_BYTES: u64 = 32 << 20;
+/// Under asserts with supersession on random keys at 1M facts (W1) a larger
+/// figure pays: each supersession writes a leaf of five tables at random,
+/// and the more writes a checkpoint holds, the more of them share a leaf.
+/// 32 MiB took the server's CPU per assert from 145-147 to 133-135 µs (9.6k
+/// against 8.8k asserts/s), for about 70 MB more resident memory and 0.8 s
+/// more to restart after a kill -9 (3.0 s against 2.2 s). But on a few hot
+/// keys (16 writers on 100 keys) it cost a quarter more CPU per assert (96-103
+/// against 75-82 µs): each supersession deletes the key's live `idx_sp`
+/// entry, the layer keeps the delete until the checkpoint, and the next
+/// assert's scan of the key walks every delete the layer holds for it, four
+/// times as many. Until a delete over a key first written in the same layer
+/// drops both, 8 MiB.
+pub const CHECKPOINT_BYTES: u64 = 8 << 20;
 
 fn definition(ks: Keyspace) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
     TableDefinition::new(ks.name())
