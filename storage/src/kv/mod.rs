@@ -90,11 +90,24 @@ pub type Mutation = (Keyspace, Vec<u8>, Option<Vec<u8>>);
 #[derive(Debug, Default)]
 pub struct WriteBatch {
     pub ops: Vec<Mutation>,
+    /// The indexes in `ops`, ascending, of puts whose key no earlier write
+    /// ever stored (a key made from a new fact id). Not journaled: it only
+    /// lets the redb backend's layer in memory drop such a key outright when
+    /// a later batch of the same layer deletes it, where it would otherwise
+    /// keep the delete, which every scan over the key walks, until the
+    /// checkpoint. A batch read back from the journal has none, and keeps
+    /// its deletes.
+    pub new_keys: Vec<usize>,
 }
 
 impl WriteBatch {
     pub fn put(&mut self, ks: Keyspace, key: Vec<u8>, value: Vec<u8>) {
         self.ops.push((ks, key, Some(value)));
+    }
+    /// A put of a key no write has ever stored before (see `new_keys`).
+    pub fn put_new(&mut self, ks: Keyspace, key: Vec<u8>, value: Vec<u8>) {
+        self.new_keys.push(self.ops.len());
+        self.put(ks, key, value);
     }
     pub fn delete(&mut self, ks: Keyspace, key: Vec<u8>) {
         self.ops.push((ks, key, None));

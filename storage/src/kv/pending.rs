@@ -49,30 +49,42 @@ impl Default for Pending {
 
 impl Pending {
     pub fn apply(&mut self, batch: &WriteBatch) {
-        let mut by_keyspace: Vec<Vec<Entry>> = Keyspace::ALL.iter().map(|_| Vec::new()).collect();
-        for (ks, key, value) in &batch.ops {
+        let mut by_keyspace: Vec<Vec<(Entry, bool)>> = Keyspace::ALL.iter().map(|_| Vec::new()).collect();
+        let mut new_keys = batch.new_keys.iter().copied().peekable();
+        for (i, (ks, key, value)) in batch.ops.iter().enumerate() {
             self.bytes += (key.len() + value.as_ref().map_or(0, Vec::len)) as u64;
-            by_keyspace[ks.index()].push((Bytes::from(key.as_slice()), value.as_deref().map(Bytes::from)));
+            let new = new_keys.next_if_eq(&i).is_some();
+            by_keyspace[ks.index()].push(((Bytes::from(key.as_slice()), value.as_deref().map(Bytes::from)), new));
         }
         for (runs, mut entries) in self.runs.iter_mut().zip(by_keyspace) {
             if entries.is_empty() {
                 continue;
             }
             // Stable: of two writes to a key, the later stays behind the
-            // earlier, and only the last of each key is kept.
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            let mut run: Vec<Entry> = Vec::with_capacity(entries.len());
-            for entry in entries {
+            // earlier, and only the last of each key is kept, new if the
+            // first was.
+            entries.sort_by(|a, b| a.0 .0.cmp(&b.0 .0));
+            let mut run: Vec<(Entry, bool)> = Vec::with_capacity(entries.len());
+            for (entry, new) in entries {
                 match run.last_mut() {
-                    Some(last) if last.0 == entry.0 => *last = entry,
-                    _ => run.push(entry),
+                    Some((last, _)) if last.0 == entry.0 => *last = entry,
+                    _ => run.push((entry, new)),
                 }
             }
-            runs.push(Arc::new(SortedRun::new(run)));
+            // A new key deleted again is nowhere: nothing to hide, nothing to
+            // write.
+            run.retain(|((_, value), new)| !(*new && value.is_none()));
+            if run.is_empty() {
+                continue;
+            }
+            runs.push(Arc::new(SortedRun::with_new(run)));
             while runs.len() >= 2 && runs[runs.len() - 2].len() <= 2 * runs[runs.len() - 1].len() {
                 let newer = runs.pop().expect("two runs");
                 let older = runs.pop().expect("two runs");
-                runs.push(merge_runs(&older, &newer));
+                let merged = merge_runs(&older, &newer);
+                if merged.len() > 0 {
+                    runs.push(merged);
+                }
             }
         }
     }
@@ -126,6 +138,10 @@ struct SortedRun {
     entries: Vec<Entry>,
     prefix_len: usize,
     heads: Vec<u64>,
+    /// Per entry, whether its key is stored nowhere below this layer (it
+    /// was first written here by `WriteBatch::put_new`): a later delete of
+    /// it in this layer drops both instead of keeping the delete.
+    new: Vec<bool>,
 }
 
 /// The first 8 bytes of `rest` as a big-endian integer, zeros past its end.
@@ -139,15 +155,22 @@ fn head(rest: &[u8]) -> u64 {
 }
 
 impl SortedRun {
-    /// `entries` must be sorted by key, each key once.
+    /// `entries` must be sorted by key, each key once; none is new.
+    #[cfg(test)]
     fn new(entries: Vec<Entry>) -> SortedRun {
+        SortedRun::with_new(entries.into_iter().map(|e| (e, false)).collect())
+    }
+
+    /// Entries sorted by key, each key once, each with whether it is new.
+    fn with_new(entries: Vec<(Entry, bool)>) -> SortedRun {
+        let (entries, new): (Vec<Entry>, Vec<bool>) = entries.into_iter().unzip();
         // Sorted, so every key shares the prefix the first and last share.
         let prefix_len = match (entries.first(), entries.last()) {
             (Some((a, _)), Some((b, _))) => a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count(),
             _ => 0,
         };
         let heads = entries.iter().map(|(k, _)| head(&k[prefix_len..])).collect();
-        SortedRun { entries, prefix_len, heads }
+        SortedRun { entries, prefix_len, heads, new }
     }
 
     fn len(&self) -> usize {
@@ -173,27 +196,38 @@ impl SortedRun {
     }
 }
 
-/// The merge of an older and a newer run, the newer entry of a key kept.
+/// The merge of an older and a newer run, the newer entry of a key kept; it
+/// is new if the older was, and a new key the newer run deletes is dropped.
 fn merge_runs(older: &SortedRun, newer: &SortedRun) -> Run {
     let mut out = Vec::with_capacity(older.len() + newer.len());
-    let (mut o, mut n) = (older.entries.iter().peekable(), newer.entries.iter().peekable());
+    let mut o = older.entries.iter().zip(older.new.iter().copied()).peekable();
+    let mut n = newer.entries.iter().zip(newer.new.iter().copied()).peekable();
     loop {
         let order = match (o.peek(), n.peek()) {
             (None, None) => break,
             (Some(_), None) => Ordering::Less,
             (None, Some(_)) => Ordering::Greater,
-            (Some(a), Some(b)) => a.0.cmp(&b.0),
+            (Some((a, _)), Some((b, _))) => a.0.cmp(&b.0),
         };
         match order {
-            Ordering::Less => out.push(o.next().expect("peeked").clone()),
-            Ordering::Greater => out.push(n.next().expect("peeked").clone()),
+            Ordering::Less => {
+                let (entry, new) = o.next().expect("peeked");
+                out.push((entry.clone(), new));
+            }
+            Ordering::Greater => {
+                let (entry, new) = n.next().expect("peeked");
+                out.push((entry.clone(), new));
+            }
             Ordering::Equal => {
-                o.next();
-                out.push(n.next().expect("peeked").clone());
+                let (_, new) = o.next().expect("peeked");
+                let (entry, _) = n.next().expect("peeked");
+                if !(new && entry.1.is_none()) {
+                    out.push((entry.clone(), new));
+                }
             }
         }
     }
-    Arc::new(SortedRun::new(out))
+    Arc::new(SortedRun::with_new(out))
 }
 
 /// The entries of one run between two bounds, `[front, back)`, taken from
@@ -366,6 +400,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn batch(ops: &[(&str, &[u8], Option<&[u8]>)]) -> WriteBatch {
+        let mut b = WriteBatch::default();
+        for (how, key, value) in ops {
+            match (*how, value) {
+                ("new", Some(v)) => b.put_new(Keyspace::Sp, key.to_vec(), v.to_vec()),
+                (_, Some(v)) => b.put(Keyspace::Sp, key.to_vec(), v.to_vec()),
+                (_, None) => b.delete(Keyspace::Sp, key.to_vec()),
+            }
+        }
+        b
+    }
+
+    /// A key first written by `put_new` and deleted later in the same layer
+    /// leaves nothing there: no delete for each scan over it to walk, none
+    /// for the checkpoint to write. A key written by `put` keeps its delete,
+    /// which hides what the store below may hold.
+    #[test]
+    fn a_new_key_deleted_in_the_same_layer_leaves_no_delete() {
+        let mut layer = Pending::default();
+        // In one batch.
+        layer.apply(&batch(&[("new", b"a", Some(b"1")), ("put", b"a", None)]));
+        assert_eq!(layer.get(Keyspace::Sp, b"a"), None);
+        // Across batches, so across a merge of runs; a new key written again
+        // stays new.
+        layer.apply(&batch(&[("new", b"b", Some(b"1")), ("put", b"c", Some(b"1")), ("new", b"d", Some(b"1"))]));
+        layer.apply(&batch(&[("put", b"d", Some(b"2"))]));
+        layer.apply(&batch(&[("put", b"b", None), ("put", b"c", None), ("put", b"d", None)]));
+        for key in [&b"b"[..], b"d"] {
+            assert_eq!(layer.get(Keyspace::Sp, key), None, "{key:?}");
+        }
+        assert_eq!(layer.get(Keyspace::Sp, b"c"), Some(None));
+        let left: Vec<Entry> = layer.entries(Keyspace::Sp).collect();
+        assert_eq!(left, vec![(Bytes::from(&b"c"[..]), None)]);
+        assert_eq!(layer.runs[Keyspace::Sp.index()].len(), 1, "the runs merged");
     }
 
     /// Keys from a small alphabet with zero bytes, of every length up to

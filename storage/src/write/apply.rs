@@ -297,6 +297,7 @@ impl Cx<'_, '_> {
     /// asks to check whether the subject and predicate are new to the tenant
     /// (for the distinct counts in stats) and whether the pair has its
     /// `idx_ps` key; it is false when a fact of the pair visibly exists.
+    /// `f` is a fact this request made, with an id made for it.
     fn write_new_fact(&mut self, f: &Fact, maybe_new: bool) -> Result<()> {
         let tid = self.tid;
         let (mut new_subject, mut new_predicate) = (false, false);
@@ -311,7 +312,12 @@ impl Cx<'_, '_> {
         if f.status == Status::Superseded {
             self.cat.raise_superseded_until(tid, f.valid_until);
         }
-        self.ov.put(home, keys::sp(tid, &f.subject, &f.predicate, f.id), fact_record::encode_indexed(f));
+        // The key holds the fact's id, made for this fact by this request:
+        // no write has stored it before. Marked so, the layer in memory
+        // drops it outright when a later assert closes the fact before the
+        // checkpoint (on a hot key, most of them), instead of keeping a
+        // delete that each assert's scan of the key must walk.
+        self.ov.put_new(home, keys::sp(tid, &f.subject, &f.predicate, f.id), fact_record::encode_indexed(f));
         if let Some(k) = valid_index_key(tid, f) {
             self.ov.put(Keyspace::Valid, k, Vec::new());
         }

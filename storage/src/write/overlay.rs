@@ -8,7 +8,7 @@
 
 use crate::error::StorageError;
 use crate::kv::{scan_prefix, Keyspace, OrderedKv, WriteBatch};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 type Slot = (Keyspace, Vec<u8>);
 /// Key-value pairs, ascending by key.
@@ -17,6 +17,10 @@ type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 pub struct Overlay<'a> {
     kv: &'a dyn OrderedKv,
     pending: BTreeMap<Slot, Option<Vec<u8>>>,
+    /// Slots put with [`Overlay::put_new`]: keys no write has ever stored.
+    /// Not undone by a rollback: such a key is made from a fact id the
+    /// rolled-back request made, which no other request uses.
+    new_keys: HashSet<Slot>,
     /// For each change, what the slot held in `pending` before it
     /// (`None`: the slot was absent).
     undo: Vec<(Slot, Option<Option<Vec<u8>>>)>,
@@ -27,7 +31,7 @@ pub struct Mark(usize);
 
 impl<'a> Overlay<'a> {
     pub fn new(kv: &'a dyn OrderedKv) -> Self {
-        Overlay { kv, pending: BTreeMap::new(), undo: Vec::new() }
+        Overlay { kv, pending: BTreeMap::new(), new_keys: HashSet::new(), undo: Vec::new() }
     }
 
     pub fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
@@ -38,6 +42,14 @@ impl<'a> Overlay<'a> {
     }
 
     pub fn put(&mut self, ks: Keyspace, key: Vec<u8>, value: Vec<u8>) {
+        self.set(ks, key, Some(value));
+    }
+
+    /// A put of a key no write has ever stored: one made from a fact id this
+    /// group made. The caller vouches for it; a key that was stored would be
+    /// left behind in the store by a later delete.
+    pub fn put_new(&mut self, ks: Keyspace, key: Vec<u8>, value: Vec<u8>) {
+        self.new_keys.insert((ks, key.clone()));
         self.set(ks, key, Some(value));
     }
 
@@ -131,8 +143,16 @@ impl<'a> Overlay<'a> {
     pub fn into_batch(self) -> WriteBatch {
         let mut batch = WriteBatch::default();
         batch.ops.reserve(self.pending.len());
-        for ((ks, k), v) in self.pending {
-            batch.ops.push((ks, k, v));
+        for (slot, v) in self.pending {
+            let new = self.new_keys.contains(&slot);
+            let (ks, k) = slot;
+            match v {
+                Some(v) if new => batch.put_new(ks, k, v),
+                Some(v) => batch.put(ks, k, v),
+                // Put and deleted within the group: nothing below holds it.
+                None if new => {}
+                None => batch.delete(ks, k),
+            }
         }
         batch
     }

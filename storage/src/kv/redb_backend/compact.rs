@@ -268,7 +268,9 @@ mod tests {
         assert_eq!(kv.get(Keyspace::Sp, b"Person:7|works_at").unwrap(), None);
 
         // It goes on as a store: writes after it survive a crash.
-        kv.apply(WriteBatch { ops: vec![(Keyspace::Log, b"later".to_vec(), Some(b"x".to_vec()))] }).unwrap();
+        let mut later = WriteBatch::default();
+        later.put(Keyspace::Log, b"later".to_vec(), b"x".to_vec());
+        kv.apply(later).unwrap();
         kv.sync().unwrap();
         let mut kv = kv;
         kv.skip_checkpoint_on_close = true;
