@@ -681,12 +681,12 @@ mod tests {
     #[test]
     fn the_checkpoint_size_comes_from_the_file_or_the_environment_within_bounds() {
         let d = Config::load(None, &env_of(&[]), Overrides::default()).unwrap();
-        assert_eq!(d.limits.storage_checkpoint_bytes, 8 << 20);
+        assert_eq!(d.limits.storage_checkpoint_bytes, 32 << 20);
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("t.toml");
-        std::fs::write(&file, "[limits]\nstorage_checkpoint_bytes = 33554432\n").unwrap();
+        std::fs::write(&file, "[limits]\nstorage_checkpoint_bytes = 16777216\n").unwrap();
         let c = Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap();
-        assert_eq!(c.limits.storage_checkpoint_bytes, 32 << 20);
+        assert_eq!(c.limits.storage_checkpoint_bytes, 16 << 20);
         let env = env_of(&[("TEMPORA_STORAGE_CHECKPOINT_BYTES", "2097152")]);
         let c = Config::load(Some(&file), &env, Overrides::default()).unwrap();
         assert_eq!(c.limits.storage_checkpoint_bytes, 2 << 20);

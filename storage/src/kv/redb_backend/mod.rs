@@ -68,16 +68,15 @@ type Entry = (redb::AccessGuard<'static, &'static [u8]>, redb::AccessGuard<'stat
 /// Under asserts with supersession on random keys at 1M facts (W1) a larger
 /// figure pays: each supersession writes a leaf of five tables at random,
 /// and the more writes a checkpoint holds, the more of them share a leaf.
-/// 32 MiB took the server's CPU per assert from 145-147 to 133-135 µs (9.6k
-/// against 8.8k asserts/s), for about 70 MB more resident memory and 0.8 s
-/// more to restart after a kill -9 (3.0 s against 2.2 s). But on a few hot
-/// keys (16 writers on 100 keys) it cost a quarter more CPU per assert (96-103
-/// against 75-82 µs): each supersession deletes the key's live `idx_sp`
-/// entry, the layer keeps the delete until the checkpoint, and the next
-/// assert's scan of the key walks every delete the layer holds for it, four
-/// times as many. Until a delete over a key first written in the same layer
-/// drops both, 8 MiB.
-pub const CHECKPOINT_BYTES: u64 = 8 << 20;
+/// Against 8 MiB, 32 MiB took the server's CPU per assert from 141-147 to
+/// 129-135 µs and its throughput from 8.8-9.0k to 9.6-9.8k asserts/s, the 1M
+/// import from 57k to 58-59k facts/s, for 0.8 s more to restart after a
+/// kill -9 (3.0 s against 2.2 s, a full journal replayed; 4.4 s at 64 MiB).
+/// On a few hot keys (16 writers on 100 keys) it costs 79-80 µs per assert
+/// against 75: it cost 96-103 until a key first written in a layer and
+/// deleted there left nothing behind (`WriteBatch::new_keys`), as the next
+/// assert's scan of the key walked every delete the layer held for it.
+pub const CHECKPOINT_BYTES: u64 = 32 << 20;
 
 fn definition(ks: Keyspace) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
     TableDefinition::new(ks.name())
