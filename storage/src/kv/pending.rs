@@ -210,14 +210,8 @@ fn merge_runs(older: &SortedRun, newer: &SortedRun) -> Run {
             (Some((a, _)), Some((b, _))) => a.0.cmp(&b.0),
         };
         match order {
-            Ordering::Less => {
-                let (entry, new) = o.next().expect("peeked");
-                out.push((entry.clone(), new));
-            }
-            Ordering::Greater => {
-                let (entry, new) = n.next().expect("peeked");
-                out.push((entry.clone(), new));
-            }
+            Ordering::Less => out.push(o.next().map(|(entry, new)| (entry.clone(), new)).expect("peeked")),
+            Ordering::Greater => out.push(n.next().map(|(entry, new)| (entry.clone(), new)).expect("peeked")),
             Ordering::Equal => {
                 let (_, new) = o.next().expect("peeked");
                 let (entry, _) = n.next().expect("peeked");

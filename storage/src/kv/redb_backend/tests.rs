@@ -403,12 +403,9 @@ mod model {
                             let (ks, m) = if sp { (Keyspace::Sp, 0) } else { (Keyspace::Log, 1) };
                             let new = written[m].insert(key.clone());
                             match value {
-                                Some(v) if new => {
-                                    batch.put_new(ks, key.clone(), vec![v]);
-                                    model[m].insert(key, vec![v]);
-                                }
                                 Some(v) => {
-                                    batch.put(ks, key.clone(), vec![v]);
+                                    let put = if new { WriteBatch::put_new } else { WriteBatch::put };
+                                    put(&mut batch, ks, key.clone(), vec![v]);
                                     model[m].insert(key, vec![v]);
                                 }
                                 None => {
