@@ -157,6 +157,9 @@ impl Reader<'_> {
             seen > budget
         };
         let mut consider = |key: Vec<u8>, latest: Fact| -> Result<bool> {
+            if !may_be_selected(&latest, q) {
+                return Ok(true);
+            }
             let Some(f) = self.at(latest, q.as_of)? else { return Ok(true) };
             if !selected(&f, q) {
                 return Ok(true);
@@ -407,6 +410,18 @@ fn needs_closed(q: &FactQuery, superseded_until: Millis) -> bool {
     retracted || (superseded && q.valid_at.is_none_or(|t| t < superseded_until))
 }
 
+/// Whether a version of the fact whose latest version is `latest` can pass
+/// the valid-time filter of [`selected`]. A version differs from the one
+/// before only in its status, record time and an equal or earlier
+/// `valid_until` (`take_over` and `retract` clone the old version), so every
+/// version starts where `latest` does. A read rewound with `as_of` asks this
+/// before looking for the version visible then: a fact superseded since that
+/// began after the valid instant asked about is passed over without reading
+/// `versions`.
+fn may_be_selected(latest: &Fact, q: &FactQuery) -> bool {
+    q.valid_at.is_none_or(|t| latest.valid_from <= t)
+}
+
 /// The status and valid-time filters of a query, applied to the version
 /// visible at its record time.
 pub(crate) fn selected(f: &Fact, q: &FactQuery) -> bool {
@@ -543,10 +558,17 @@ mod tests {
         assert!(!needs_closed(&FactQuery { status: StatusFilter::Only(Status::Active), ..current(Some(0)) }, bound));
     }
 
-    /// The backend, counting the scans of `idx_closed`.
+    /// The backend, counting the scans of `idx_closed` and of `versions`.
     struct Counting {
         inner: Arc<dyn OrderedKv>,
         closed_scans: AtomicUsize,
+        version_scans: AtomicUsize,
+    }
+
+    impl Counting {
+        fn new(inner: Arc<dyn OrderedKv>) -> Counting {
+            Counting { inner, closed_scans: AtomicUsize::new(0), version_scans: AtomicUsize::new(0) }
+        }
     }
 
     impl OrderedKv for Counting {
@@ -554,9 +576,11 @@ mod tests {
             self.inner.get(ks, key)
         }
         fn scan(&self, ks: Keyspace, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> KvIter<'_> {
-            if ks == Keyspace::Closed {
-                self.closed_scans.fetch_add(1, Relaxed);
-            }
+            match ks {
+                Keyspace::Closed => self.closed_scans.fetch_add(1, Relaxed),
+                Keyspace::Versions => self.version_scans.fetch_add(1, Relaxed),
+                _ => 0,
+            };
             self.inner.scan(ks, lo, hi, reverse)
         }
         fn apply_published(
@@ -588,7 +612,7 @@ mod tests {
             e.close();
         }
         let config = EngineConfig::at(dir.path());
-        let kv = Counting { inner: Backend::Redb.open(dir.path(), &config).unwrap(), closed_scans: AtomicUsize::new(0) };
+        let kv = Counting::new(Backend::Redb.open(dir.path(), &config).unwrap());
         let catalog = Catalog::load(&kv).unwrap();
         let tid = |name: &str| catalog.state.tenants[name];
         assert_eq!(catalog.state.superseded_until(tid("a")), 10 * hour);
@@ -618,5 +642,41 @@ mod tests {
         // From 10 h on only globex can: idx_closed is not read.
         assert_eq!(read("a", "Person:sarah", 10 * hour), (vec!["Org:globex".to_string()], 0));
         assert_eq!(read("b", "Person:tom", 5 * hour), (vec!["Org:acme".to_string()], 0));
+    }
+
+    #[test]
+    fn a_rewound_read_passes_over_facts_that_began_after_the_valid_instant() {
+        let dir = tempfile::tempdir().unwrap();
+        let hour = 3_600_000;
+        {
+            let e = Engine::open(EngineConfig::at(dir.path())).unwrap();
+            // tx 1, 2: acme for [0, 10 h), globex from 10 h; tx 3: initech
+            // from 20 h supersedes globex, whose latest version is then tx 3's.
+            let acme = FactInput::new("Person:sarah", "works_at", "Org:acme").valid_from(0).valid_until(10 * hour);
+            e.assert("a", acme).unwrap();
+            e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:globex").valid_from(10 * hour)).unwrap();
+            e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:initech").valid_from(20 * hour)).unwrap();
+            e.close();
+        }
+        let config = EngineConfig::at(dir.path());
+        let kv = Counting::new(Backend::Redb.open(dir.path(), &config).unwrap());
+        let catalog = Catalog::load(&kv).unwrap();
+        let tid = catalog.state.tenants["a"];
+        let reader =
+            Reader { kv: &kv, tid, tenant: "a".to_string(), superseded_until: catalog.state.superseded_until(tid) };
+        let read = |as_of: AsOf, valid_at: Millis| {
+            let q = FactQuery { subject: Some("Person:sarah".into()), as_of: Some(as_of), ..current(Some(valid_at)) };
+            let before = kv.version_scans.load(Relaxed);
+            let page = reader.query_within(&q, usize::MAX).unwrap().unwrap();
+            let objects: Vec<String> = page.facts.iter().map(|f| f.object.as_str().unwrap().to_string()).collect();
+            (objects, kv.version_scans.load(Relaxed) - before)
+        };
+        // As of tx 2 at 5 h: acme. globex was live then but began at 10 h,
+        // so its version of tx 2 is not looked for.
+        assert_eq!(read(AsOf::Tx(2), 5 * hour), (vec!["Org:acme".to_string()], 0));
+        // As of tx 2 at 15 h: globex, open-ended then, read from `versions`.
+        assert_eq!(read(AsOf::Tx(2), 15 * hour), (vec!["Org:globex".to_string()], 1));
+        // Now at 15 h: globex's latest version (closed at 20 h) answers as it is.
+        assert_eq!(read(AsOf::Tx(3), 15 * hour), (vec!["Org:globex".to_string()], 0));
     }
 }

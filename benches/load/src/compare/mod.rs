@@ -111,6 +111,12 @@ pub struct CompareArgs {
     /// W1. For comparing builds of the read path, and for profiling it.
     #[arg(long)]
     pub reads_only: bool,
+    /// With `--reads-only`: W3's record time (unix ms) instead of now. The
+    /// full run reads as of the instant before W1, where the facts W1
+    /// superseded answer with an earlier version; pass that instant (or
+    /// any after the import, before later writes) to measure the same read.
+    #[arg(long, requires = "reads_only")]
+    pub w3_as_of: Option<i64>,
     /// Before each read step, read the system's data directory once through
     /// the page cache (`--*-data` needed): the step then measures a server
     /// whose data is in memory, whatever the machine's page cache kept of
@@ -243,7 +249,8 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
     let mut run = Run { args: &args, out, results: Vec::new() };
     run.settle().await;
     if args.reads_only {
-        for w in [Workload::W0, Workload::W2, Workload::W4, Workload::W3 { as_of_ms: data::now_ms() }] {
+        let as_of_ms = args.w3_as_of.unwrap_or_else(data::now_ms);
+        for w in [Workload::W0, Workload::W2, Workload::W4, Workload::W3 { as_of_ms }] {
             run.each_system(&systems, w).await?;
         }
         summarise(&run.results);
