@@ -159,6 +159,7 @@ pub struct FileLimits {
     pub max_body_bytes: Option<usize>,
     pub max_sse_subscribers: Option<usize>,
     pub max_in_flight: Option<usize>,
+    pub http_threads: Option<usize>,
     pub sse_buffer: Option<usize>,
     pub min_free_disk_bytes: Option<u64>,
     pub storage_cache_bytes: Option<u64>,
@@ -184,6 +185,9 @@ pub struct Limits {
     /// its place until its response head is ready; a streamed body, such as
     /// an SSE feed, does not hold it.
     pub max_in_flight: usize,
+    /// Threads serving HTTP connections, each with its own event loop
+    /// (`crate::http_threads`); the default is twice the cores.
+    pub http_threads: usize,
     /// Change frames buffered per subscriber; a subscriber that falls this
     /// far behind is dropped (it can resume with `Last-Event-ID`).
     pub sse_buffer: usize,
@@ -229,6 +233,7 @@ impl Default for Limits {
             max_body_bytes: 1 << 20,
             max_sse_subscribers: 1024,
             max_in_flight: 4096,
+            http_threads: crate::http_threads::default_count(),
             sse_buffer: 1024,
             min_free_disk_bytes: 64 << 20,
             storage_cache_bytes: 512 << 20,
@@ -250,6 +255,9 @@ const MIN_CHECKPOINT_BYTES: u64 = 1 << 20;
 /// Above this, the writes waiting for a checkpoint would hold gigabytes of
 /// memory and take minutes to replay after a crash.
 const MAX_CHECKPOINT_BYTES: u64 = 1 << 30;
+/// Each HTTP thread is a runtime with its own timers and blocking pool; past
+/// a thousand the figure is a typo, not a setting.
+const MAX_HTTP_THREADS: usize = 1024;
 
 /// The flag layer (filled by clap in `main`).
 #[derive(Debug, Default, Clone)]
@@ -391,6 +399,10 @@ impl Config {
             max_body_bytes: num("TEMPORA_MAX_BODY_BYTES", fl.max_body_bytes, d.max_body_bytes)?,
             max_sse_subscribers: num("TEMPORA_MAX_SSE_SUBSCRIBERS", fl.max_sse_subscribers, d.max_sse_subscribers)?,
             max_in_flight: num("TEMPORA_MAX_IN_FLIGHT", fl.max_in_flight, d.max_in_flight)?,
+            http_threads: match num("TEMPORA_HTTP_THREADS", fl.http_threads, d.http_threads)? {
+                n if n > MAX_HTTP_THREADS => bail!("TEMPORA_HTTP_THREADS must be at most {MAX_HTTP_THREADS}, got {n}"),
+                n => n,
+            },
             sse_buffer: num("TEMPORA_SSE_BUFFER", fl.sse_buffer, d.sse_buffer)?,
             min_free_disk_bytes: bytes(
                 "TEMPORA_MIN_FREE_DISK_BYTES",
@@ -660,6 +672,24 @@ mod tests {
             let err = Config::load(None, &env_of(&[("TEMPORA_STORAGE_CACHE_BYTES", bad)]), Overrides::default())
                 .unwrap_err();
             assert!(format!("{err:#}").contains("TEMPORA_STORAGE_CACHE_BYTES"), "{bad}: {err:#}");
+        }
+    }
+
+    #[test]
+    fn http_threads_default_to_twice_the_cores_and_come_from_the_file_or_the_environment() {
+        let cores = std::thread::available_parallelism().unwrap().get();
+        let d = Config::load(None, &env_of(&[]), Overrides::default()).unwrap();
+        assert_eq!(d.limits.http_threads, 2 * cores);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(&file, "[limits]\nhttp_threads = 3\n").unwrap();
+        assert_eq!(Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap().limits.http_threads, 3);
+        let env = env_of(&[("TEMPORA_HTTP_THREADS", "5")]);
+        assert_eq!(Config::load(Some(&file), &env, Overrides::default()).unwrap().limits.http_threads, 5);
+        for bad in ["0", "1025", "many"] {
+            let err =
+                Config::load(None, &env_of(&[("TEMPORA_HTTP_THREADS", bad)]), Overrides::default()).unwrap_err();
+            assert!(format!("{err:#}").contains("TEMPORA_HTTP_THREADS"), "{bad}: {err:#}");
         }
     }
 

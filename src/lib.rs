@@ -15,6 +15,7 @@ pub mod digest;
 pub mod embed;
 pub mod heap;
 pub mod http;
+pub mod http_threads;
 pub mod json;
 pub mod llm;
 pub mod mcp;

@@ -120,6 +120,14 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         }
     };
     let http_local = http.as_ref().map(|l| l.local_addr()).transpose()?;
+    // Started before the listening line, so whoever reads it finds them.
+    let http_threads = match &http {
+        None => None,
+        Some(_) => Some(
+            crate::http_threads::HttpThreads::start(state.limits.http_threads)
+                .context("cannot start the HTTP threads")?,
+        ),
+    };
     let grpc = match cfg.grpc_addr {
         Listen::Off => None,
         Listen::At(addr) => Some(
@@ -160,9 +168,9 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     // Alert evaluation and scheduled reports, every [monitor] interval_secs.
     let monitor_task =
         crate::monitor::scheduler::start(state.memory.clone(), state.monitor.clone(), stop_tx.subscribe());
-    let server = http.map(|listener| {
+    let server = http.zip(http_threads).map(|(listener, threads)| {
         let app = crate::http::router(state.clone());
-        tokio::spawn(serve_http(listener, app, state.limits.clone(), stop_tx.subscribe()))
+        tokio::spawn(serve_http(listener, threads, app, state.limits.clone(), stop_tx.subscribe()))
     });
 
     let grpc_server = grpc.map(|listener| {
@@ -231,10 +239,13 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
 /// head must arrive within `header_read_timeout_secs` (the same timer closes
 /// a kept-alive connection that sits idle, and one that never sends a
 /// byte), and it may hold at most `max_headers` headers in `max_header_bytes`
-/// (431 beyond). On `stop` the listener closes, every connection finishes
-/// its in-flight request and closes, then this returns.
+/// (431 beyond). Each accepted connection is served on one of `threads`
+/// (`crate::http_threads`: an event loop per thread). On `stop` the listener
+/// closes, every connection finishes its in-flight request and closes, the
+/// threads stop, then this returns.
 async fn serve_http(
     listener: tokio::net::TcpListener,
+    threads: crate::http_threads::HttpThreads,
     app: axum::Router,
     limits: crate::config::Limits,
     mut stop: watch::Receiver<bool>,
@@ -274,7 +285,7 @@ async fn serve_http(
         let builder = builder.clone();
         let mut stop = stop.clone();
         let open = open_rx.clone();
-        tokio::spawn(async move {
+        let handed = threads.hand(tcp, move |tcp| async move {
             let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service).with_upgrades();
             tokio::pin!(conn);
             let stopping = async move {
@@ -296,10 +307,15 @@ async fn serve_http(
             }
             drop(open);
         });
+        if let Err(e) = handed {
+            tracing::debug!(error = %e, "cannot hand a connection to an HTTP thread");
+        }
     }
     drop(listener);
     drop(open_rx);
     open_tx.closed().await;
+    // Every connection has closed; what requests spawned gets a moment more.
+    let _ = tokio::task::spawn_blocking(move || threads.stop()).await;
 }
 
 fn log_agents(report: &crate::agents::ReloadReport) {
