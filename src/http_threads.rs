@@ -1,5 +1,5 @@
-//! The threads that serve HTTP connections. Each runs its own single-thread
-//! tokio runtime, with its own event loop; the listener hands each accepted
+//! The threads that serve HTTP connections. Each is a tokio runtime of one
+//! worker, with its own event loop; the listener hands each accepted
 //! connection to the next thread in turn, and the connection stays there.
 //!
 //! Why not the main multi-thread runtime: there one worker at a time holds
