@@ -70,8 +70,17 @@ impl Conn {
 fn connections_are_spread_over_the_http_threads_and_the_server_stops_with_them_open() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[("TEMPORA_HTTP_THREADS", "3")]);
-    let names: Vec<String> = http_threads(server.pid()).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["tempora-http-0", "tempora-http-1", "tempora-http-2"]);
+    // A new thread sets its own name once it runs: wait for all three.
+    let expected = ["tempora-http-0", "tempora-http-1", "tempora-http-2"];
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let names = loop {
+        let names: Vec<String> = http_threads(server.pid()).into_iter().map(|(n, _)| n).collect();
+        if names == expected || std::time::Instant::now() > deadline {
+            break names;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(names, expected);
 
     // Six connections, handed out in turn: two on each thread. Each thread's
     // CPU time grows only if it serves some of them.
