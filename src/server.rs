@@ -110,24 +110,20 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         monitor: crate::monitor::Monitor::new(cfg.monitor.clone()),
     });
 
+    // The listener and the threads its connections are served on, started
+    // before the listening line so whoever reads it finds them.
     let http = match cfg.http_addr {
         Listen::Off => None,
         Listen::At(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen for HTTP on {addr}"))?;
-            Some(listener)
+            let threads = crate::http_threads::HttpThreads::start(state.limits.http_threads)
+                .context("cannot start the HTTP threads")?;
+            Some((listener, threads))
         }
     };
-    let http_local = http.as_ref().map(|l| l.local_addr()).transpose()?;
-    // Started before the listening line, so whoever reads it finds them.
-    let http_threads = match &http {
-        None => None,
-        Some(_) => Some(
-            crate::http_threads::HttpThreads::start(state.limits.http_threads)
-                .context("cannot start the HTTP threads")?,
-        ),
-    };
+    let http_local = http.as_ref().map(|(l, _)| l.local_addr()).transpose()?;
     let grpc = match cfg.grpc_addr {
         Listen::Off => None,
         Listen::At(addr) => Some(
@@ -168,7 +164,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     // Alert evaluation and scheduled reports, every [monitor] interval_secs.
     let monitor_task =
         crate::monitor::scheduler::start(state.memory.clone(), state.monitor.clone(), stop_tx.subscribe());
-    let server = http.zip(http_threads).map(|(listener, threads)| {
+    let server = http.map(|(listener, threads)| {
         let app = crate::http::router(state.clone());
         tokio::spawn(serve_http(listener, threads, app, state.limits.clone(), stop_tx.subscribe()))
     });
