@@ -4,9 +4,10 @@
 //! the per-source counts that later formats keep built by the migrations and
 //! its facts rewritten in format 4's shape and each tenant's
 //! superseded-until bound recorded (format 5), and its per-fact `idx_ps`
-//! keys read beside format 6's per-pair ones; a
-//! directory of a newer format is refused with a clear message and left as
-//! it was.
+//! keys read beside format 6's per-pair ones, and its change log, which
+//! names fact ids only, read by id with the subjects and value changes that
+//! format 7 records; a directory of a newer format is refused with a clear
+//! message and left as it was.
 
 mod common;
 
@@ -116,6 +117,16 @@ fn a_format_1_data_dir_opens_and_reads_the_same() {
     expected.push(zoe_works);
     assert_eq!(works, expected, "sarah's facts, closed ones included, then zoe's");
     assert_eq!(by_predicate(FactQuery { limit: 1, ..history }), works);
+
+    // Format 1's log entries (tx 1-6) hold ids only: `change_log` reads
+    // their versions; the entries written since carry their subjects.
+    let logged = change_log_matches_changes(&e, "default");
+    let globex = logged.iter().find(|c| c.tx <= 6 && matches!(&c.events[0], LoggedEvent::Assert { superseded, .. } if !superseded.is_empty()));
+    match &globex.expect("format 1 superseded acme").events[0] {
+        LoggedEvent::Assert { subject, changed, .. } => assert_eq!((subject.as_str(), *changed), ("Person:sarah", 1)),
+        other => panic!("{other:?}"),
+    }
+    change_log_matches_changes(&e, "acme");
     e.close();
     drop(e);
 
@@ -157,6 +168,71 @@ fn a_format_1_data_dir_opens_and_reads_the_same() {
     assert_eq!(per_fact, 6);
     let pairs = [("Person:zoe", "knows"), ("Person:zoe", "works_at")].map(|(s, p)| (s.to_string(), p.to_string()));
     assert_eq!(per_pair, pairs);
+}
+
+/// `change_log` says by fact id what `changes` says by version: the same
+/// transactions and events, each assert's and retract's subject, and how many
+/// of the facts an assert closed held another object. Returns the log.
+fn change_log_matches_changes(e: &Engine, tenant: &str) -> Vec<LoggedChange> {
+    let full = e.changes(tenant, 0, 1000).unwrap();
+    let logged = e.change_log(tenant, 0, 1000).unwrap();
+    assert_eq!(full.len(), logged.len());
+    for (c, l) in full.iter().zip(&logged) {
+        assert_eq!((c.tx, c.recorded_at, c.events.len()), (l.tx, l.recorded_at, l.events.len()));
+        for (ce, le) in c.events.iter().zip(&l.events) {
+            let ids = |facts: &[Fact]| facts.iter().map(|f| f.id).collect::<Vec<_>>();
+            match (ce, le) {
+                (
+                    ChangeEvent::Assert { fact, superseded, continued },
+                    LoggedEvent::Assert { fact: id, subject, superseded: closed, continued: tails, changed },
+                ) => {
+                    assert_eq!((fact.id, &fact.subject), (*id, subject));
+                    assert_eq!((ids(superseded), ids(continued)), (closed.clone(), tails.clone()));
+                    assert_eq!(superseded.iter().filter(|f| f.object != fact.object).count(), *changed, "tx {}", c.tx);
+                }
+                (ChangeEvent::Retract { fact }, LoggedEvent::Retract { fact: id, subject }) => {
+                    assert_eq!((fact.id, &fact.subject), (*id, subject));
+                }
+                (ChangeEvent::Cardinality(a), LoggedEvent::Cardinality(b)) => assert_eq!(a, b),
+                (ChangeEvent::Threshold(a), LoggedEvent::Threshold(b)) => assert_eq!(a, b),
+                (a, b) => panic!("tx {}: {a:?} against {b:?}", c.tx),
+            }
+        }
+    }
+    logged
+}
+
+#[test]
+fn the_change_log_names_subjects_and_counts_changed_values() {
+    let e = Engine::open(EngineConfig::temporary()).unwrap();
+    let ann = |object: &str| FactInput::new("Person:ann", "works_at", object);
+    e.assert("t", ann("Org:a").valid_from(1_000)).unwrap();
+    // Confirming the value closes the older copy and changes nothing.
+    e.assert("t", ann("Org:a").valid_from(1_000)).unwrap();
+    e.assert("t", ann("Org:b").valid_from(2_000)).unwrap();
+    // A bounded interval inside b's: b is closed, and its tail continues it.
+    let split = e.assert("t", ann("Org:c").valid_from(3_000).valid_until(4_000)).unwrap();
+    assert_eq!((split.superseded.len(), split.continued.len()), (1, 1));
+    e.write(
+        "t",
+        vec![
+            WriteOp::SetCardinality { predicate: "knows".into(), cardinality: Cardinality::Many },
+            WriteOp::SetThreshold(0.5),
+            WriteOp::Retract(split.fact.id),
+        ],
+    )
+    .unwrap();
+    let logged = change_log_matches_changes(&e, "t");
+    let changed: Vec<usize> = logged
+        .iter()
+        .flat_map(|c| &c.events)
+        .filter_map(|ev| match ev {
+            LoggedEvent::Assert { changed, .. } => Some(*changed),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(changed, [0, 0, 1, 1]);
+    assert!(matches!(&logged[4].events[2], LoggedEvent::Retract { subject, .. } if subject == "Person:ann"));
 }
 
 /// The sled store in `dir`, once the engine that had it open has let go of

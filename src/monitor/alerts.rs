@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use tempora_storage::{
-    AsOf, ChangeEvent, Engine, EngineError, Fact, FactId, FactQuery, OpOutcome, Status, StatusFilter, TenantStats, Tx,
+    AsOf, Engine, EngineError, Fact, FactId, FactQuery, LoggedEvent, OpOutcome, Status, StatusFilter, TenantStats, Tx,
     WriteOp, WriteOutcome,
 };
 use uuid::Uuid;
@@ -42,8 +42,8 @@ pub const RESOLVED: &str = "resolved";
 
 /// Facts a freshness check reads per predicate.
 pub const MAX_FRESHNESS_SCAN: usize = 100_000;
-/// Change-log transactions one evaluation reads (the rest wait for the next).
-const MAX_SCAN_CHANGES: usize = 50_000;
+/// Change-log transactions read per step of a scan.
+const SCAN_STEP: usize = 1000;
 /// Alerts read per listing.
 pub const MAX_ALERTS: usize = 10_000;
 
@@ -211,9 +211,16 @@ pub fn scan(engine: &Engine, tenant: &str, window_ms: u64, baseline_windows: u64
         st.buckets.clear();
         st.bucket_ms = g;
     }
-    let mut read = 0;
-    loop {
-        let changes = engine.changes(tenant, st.watermark, 1000)?;
+    // Every pass reads up to the tenant's newest transaction as of its start:
+    // a pass that stopped earlier would leave the drift rule behind for as
+    // long as writes outpace it, and a pass that chased writes arriving
+    // meanwhile might never end. Reading a change costs a fraction of
+    // writing it, so a pass keeps up with any write rate.
+    let head = engine.tenant_last_write(tenant)?.map_or(0, |(tx, _)| tx);
+    while st.watermark < head {
+        // By fact id: a version is read only for the monitor's own subjects,
+        // which are few. The drift rule takes the log's count of value changes.
+        let changes = engine.change_log(tenant, st.watermark, SCAN_STEP)?;
         if changes.is_empty() {
             break;
         }
@@ -221,8 +228,15 @@ pub fn scan(engine: &Engine, tenant: &str, window_ms: u64, baseline_windows: u64
             let b = ch.recorded_at.div_euclid(g as i64);
             for ev in &ch.events {
                 match ev {
-                    ChangeEvent::Assert { fact, superseded, continued } => {
-                        if is_monitor_subject(&fact.subject) {
+                    // Only a changed value is drift: a confirmation of the same
+                    // value closes the older copy too.
+                    LoggedEvent::Assert { subject, changed, .. } if !is_monitor_subject(subject) => {
+                        if *changed > 0 {
+                            *st.buckets.entry(b).or_default() += *changed as u64;
+                        }
+                    }
+                    LoggedEvent::Assert { fact, superseded, continued, .. } => {
+                        if let Some(fact) = engine.get(tenant, *fact, Some(AsOf::Tx(ch.tx)))? {
                             match fact.status {
                                 Status::Active => st.monitor_active += 1,
                                 Status::Candidate => st.monitor_candidate += 1,
@@ -234,21 +248,16 @@ pub fn scan(engine: &Engine, tenant: &str, window_ms: u64, baseline_windows: u64
                                 st.monitor_subjects += 1;
                             }
                             if !st.monitor_predicates.contains(&fact.predicate) {
-                                st.monitor_predicates.insert(fact.predicate.clone());
+                                st.monitor_predicates.insert(fact.predicate);
                             }
                         }
-                        for s in superseded {
-                            if is_monitor_subject(&s.subject) {
-                                st.monitor_active -= 1;
-                                st.monitor_superseded += 1;
-                            } else if s.object != fact.object {
-                                *st.buckets.entry(b).or_default() += 1;
-                            }
-                        }
-                        st.monitor_active += continued.iter().filter(|c| is_monitor_subject(&c.subject)).count() as i64;
+                        // What it closed and continued are facts of the same
+                        // subject (supersession is per subject and predicate).
+                        st.monitor_active += continued.len() as i64 - superseded.len() as i64;
+                        st.monitor_superseded += superseded.len() as i64;
                     }
-                    ChangeEvent::Retract { fact } if is_monitor_subject(&fact.subject) => {
-                        let before = engine.get(tenant, fact.id, Some(AsOf::Tx(ch.tx.saturating_sub(1))))?;
+                    LoggedEvent::Retract { fact, subject } if is_monitor_subject(subject) => {
+                        let before = engine.get(tenant, *fact, Some(AsOf::Tx(ch.tx.saturating_sub(1))))?;
                         match before.map(|f| f.status) {
                             Some(Status::Active) => st.monitor_active -= 1,
                             Some(Status::Candidate) => st.monitor_candidate -= 1,
@@ -261,10 +270,6 @@ pub fn scan(engine: &Engine, tenant: &str, window_ms: u64, baseline_windows: u64
                 }
             }
             st.watermark = ch.tx;
-        }
-        read += changes.len();
-        if read >= MAX_SCAN_CHANGES {
-            break;
         }
     }
     let cur = now_ms().div_euclid(g as i64);
@@ -509,4 +514,43 @@ pub fn acked(a: &Alert, now: i64, out: &WriteOutcome) -> Value {
     a.state = ACKED.into();
     a.acked_at = Some(now);
     settle(&[(a, 0)], Some(out)).remove(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tempora_storage::{Durability, EngineConfig, FactInput};
+
+    /// Under sustained writes a pass must reach the newest change: a pass
+    /// that read a fixed number of transactions (50,000 once) left the drift
+    /// rule further behind with every pass once writes outpaced it.
+    #[test]
+    fn one_pass_reads_every_change_up_to_the_newest() {
+        const KEYS: usize = 100;
+        const WRITES: usize = 52_000;
+        let engine = std::sync::Arc::new(Engine::open(EngineConfig::temporary().durability(Durability::Relaxed)).unwrap());
+        // One transaction per write; four writers so that the writer groups them.
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let engine = std::sync::Arc::clone(&engine);
+                std::thread::spawn(move || {
+                    for i in (w..WRITES).step_by(4) {
+                        let input = FactInput::new(format!("Sensor:{}", i % KEYS), "reading", json!(i)).confidence(1.0);
+                        engine.write("t", vec![WriteOp::Assert(input)]).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let head = engine.tenant_last_write("t").unwrap().unwrap().0;
+        let st = scan(&engine, "t", 3_600_000, 3).unwrap();
+        assert_eq!(st.watermark, head);
+        // Every write after a key's first closed a different value.
+        assert_eq!(st.buckets.values().sum::<u64>(), (WRITES - KEYS) as u64);
+        // A second pass finds nothing new and counts nothing twice.
+        let again = scan(&engine, "t", 3_600_000, 3).unwrap();
+        assert_eq!((again.watermark, again.buckets.values().sum::<u64>()), (head, (WRITES - KEYS) as u64));
+    }
 }

@@ -455,6 +455,16 @@ impl Engine {
         }
     }
 
+    /// The tenant's committed transactions after `after_tx`, at most `limit`,
+    /// by fact id: an entry written from format 7 on is read without its
+    /// versions; an older one reads them for its subjects and value changes.
+    pub fn change_log(&self, tenant: &str, after_tx: Tx, limit: usize) -> Result<Vec<LoggedChange>> {
+        match self.reader(tenant) {
+            Some(r) => r.change_log(after_tx, limit),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// The tenant's last committed tx and its record time (`None` before its
     /// first write): a clock that moves only when this tenant writes.
     pub fn tenant_last_write(&self, tenant: &str) -> Result<Option<(Tx, Millis)>> {

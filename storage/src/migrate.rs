@@ -25,9 +25,11 @@ mod m0004_fact_values;
 mod m0005_superseded_until;
 #[path = "../../migrations/m0006_pair_keys.rs"]
 mod m0006_pair_keys;
+#[path = "../../migrations/m0007_log_subjects.rs"]
+mod m0007_log_subjects;
 
 /// The format this build writes.
-pub const CURRENT_FORMAT: u32 = 6;
+pub const CURRENT_FORMAT: u32 = 7;
 
 type Step = fn(&dyn OrderedKv, &mut WriteBatch) -> Result<(), StorageError>;
 
@@ -39,6 +41,7 @@ const STEPS: &[(&str, Step)] = &[
     ("0004_fact_values", m0004_fact_values::apply),
     ("0005_superseded_until", m0005_superseded_until::apply),
     ("0006_pair_keys", m0006_pair_keys::apply),
+    ("0007_log_subjects", m0007_log_subjects::apply),
 ];
 
 /// The format recorded in the store; `None` for a store never initialized.

@@ -404,6 +404,35 @@ pub struct Change {
     pub events: Vec<ChangeEvent>,
 }
 
+/// One event of a committed transaction as the change log holds it: fact
+/// ids, the subject and the count of value changes, without the versions
+/// ([`ChangeEvent`] reads them). For following the log cheaply: a reader
+/// that needs a fact's other fields reads its version (`Engine::get` as of
+/// the transaction) for the events it wants.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoggedEvent {
+    Assert {
+        fact: FactId,
+        subject: String,
+        superseded: Vec<FactId>,
+        continued: Vec<FactId>,
+        /// How many of the `superseded` facts held another object than the
+        /// new fact (the rest were confirmed as they were).
+        changed: usize,
+    },
+    Retract { fact: FactId, subject: String },
+    Cardinality(PredicateInfo),
+    Threshold(f64),
+}
+
+/// One committed write transaction from the change log, by fact id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoggedChange {
+    pub tx: Tx,
+    pub recorded_at: Millis,
+    pub events: Vec<LoggedEvent>,
+}
+
 /// Per-tenant counts. Fact counts are by each fact's latest status.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TenantStats {

@@ -312,7 +312,7 @@ impl Reader<'_> {
             let mut events = Vec::with_capacity(entry.events.len());
             for e in entry.events {
                 events.push(match e {
-                    LogEvent::Assert { fact, superseded, continued } => ChangeEvent::Assert {
+                    LogEvent::Assert { fact, superseded, continued, .. } => ChangeEvent::Assert {
                         fact: self.version_at_tx(fact, tx)?,
                         superseded: superseded
                             .into_iter()
@@ -323,7 +323,7 @@ impl Reader<'_> {
                             .map(|id| self.version_at_tx(id, tx))
                             .collect::<Result<_>>()?,
                     },
-                    LogEvent::Retract { fact } => ChangeEvent::Retract { fact: self.version_at_tx(fact, tx)? },
+                    LogEvent::Retract { fact, .. } => ChangeEvent::Retract { fact: self.version_at_tx(fact, tx)? },
                     LogEvent::Cardinality { predicate, cardinality } => {
                         ChangeEvent::Cardinality(PredicateInfo { name: predicate, cardinality })
                     }
@@ -331,6 +331,52 @@ impl Reader<'_> {
                 });
             }
             out.push(Change { tx, recorded_at: entry.recorded_at, tenant: tenant.to_string(), events });
+        }
+        Ok(out)
+    }
+
+    /// Like [`Reader::changes`], by fact id: no version is read for an entry
+    /// written from format 7 on, which carries the subjects and value
+    /// changes itself. For an older entry they come from its versions.
+    pub fn change_log(&self, after: Tx, limit: usize) -> Result<Vec<LoggedChange>> {
+        let lo = Bound::Excluded(keys::log(self.tid, after));
+        let hi = Bound::Included(keys::log(self.tid, Tx::MAX));
+        let mut out = Vec::new();
+        for item in self.kv.scan(Keyspace::Log, lo, hi, false).take(limit) {
+            let (k, v) = item?;
+            let tx = keys::decode_log_tx(&k)?;
+            let entry: LogEntry = record::decode(&v)?;
+            let mut events = Vec::with_capacity(entry.events.len());
+            for e in entry.events {
+                events.push(match e {
+                    LogEvent::Assert { fact, superseded, continued, subject, changed } => {
+                        let (subject, changed) = match (subject, changed) {
+                            (Some(s), Some(c)) => (s, c as usize),
+                            _ => {
+                                let new = self.version_at_tx(fact, tx)?;
+                                let mut changed = 0;
+                                for id in &superseded {
+                                    changed += usize::from(self.version_at_tx(*id, tx)?.object != new.object);
+                                }
+                                (new.subject, changed)
+                            }
+                        };
+                        LoggedEvent::Assert { fact, subject, superseded, continued, changed }
+                    }
+                    LogEvent::Retract { fact, subject } => {
+                        let subject = match subject {
+                            Some(s) => s,
+                            None => self.version_at_tx(fact, tx)?.subject,
+                        };
+                        LoggedEvent::Retract { fact, subject }
+                    }
+                    LogEvent::Cardinality { predicate, cardinality } => {
+                        LoggedEvent::Cardinality(PredicateInfo { name: predicate, cardinality })
+                    }
+                    LogEvent::Threshold { threshold } => LoggedEvent::Threshold(threshold),
+                });
+            }
+            out.push(LoggedChange { tx, recorded_at: entry.recorded_at, events });
         }
         Ok(out)
     }

@@ -38,10 +38,28 @@ pub struct LogEntry {
     pub events: Vec<LogEvent>,
 }
 
+/// What one operation of a transaction did. From format 7 an assert and a
+/// retract also carry the fact's subject, and an assert how many of the facts
+/// it closed held another object: enough for a reader that follows the log
+/// by subject or counts value changes (the monitor's drift rule) without
+/// reading every version. Entries written before format 7 have neither
+/// (`None`); `Reader::change_log` reads the versions for them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum LogEvent {
-    Assert { fact: FactId, superseded: Vec<FactId>, continued: Vec<FactId> },
-    Retract { fact: FactId },
+    Assert {
+        fact: FactId,
+        superseded: Vec<FactId>,
+        continued: Vec<FactId>,
+        #[serde(default)]
+        subject: Option<String>,
+        #[serde(default)]
+        changed: Option<u32>,
+    },
+    Retract {
+        fact: FactId,
+        #[serde(default)]
+        subject: Option<String>,
+    },
     Cardinality { predicate: String, cardinality: Cardinality },
     Threshold { threshold: f64 },
 }

@@ -70,13 +70,15 @@ pub fn apply(ov: &mut Overlay<'_>, cat: &mut Catalog, req: Request<'_>, wall_now
                     fact: a.fact.id,
                     superseded: a.superseded.iter().map(|f| f.id).collect(),
                     continued: a.continued.iter().map(|f| f.id).collect(),
+                    subject: Some(a.fact.subject.clone()),
+                    changed: Some(a.superseded.iter().filter(|f| f.object != a.fact.object).count() as u32),
                 });
                 OpOutcome::Asserted(a)
             }
             WriteOp::Retract(id) => {
                 let (fact, changed) = cx.retract(*id)?;
                 if changed {
-                    events.push(LogEvent::Retract { fact: fact.id });
+                    events.push(LogEvent::Retract { fact: fact.id, subject: Some(fact.subject.clone()) });
                 }
                 OpOutcome::Retracted { fact, changed }
             }
