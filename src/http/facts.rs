@@ -2,7 +2,7 @@
 
 use super::error::ApiError;
 use super::extract::{present, Caller, JsonBody, JsonInt, Object, PathParam};
-use super::idempotency::{self, IdempotencyKey};
+use super::idempotency::{self, IdempotencyKey, Serialized};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::memory::blocking;
@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use tempora_storage::*;
 
@@ -83,13 +83,42 @@ impl<'de> Deserialize<'de> for BatchBody {
 
 pub const MAX_BATCH: usize = 10_000;
 
-/// The JSON of an assertion: the new fact, plus the ids it closed and the
-/// tails it left.
+/// The JSON of an assertion: the new fact's fields, plus the ids of the facts
+/// it closed and of the tails it left. Serialized from the outcome as it is.
+#[derive(Serialize)]
+pub struct AssertedReply<'a> {
+    #[serde(flatten)]
+    fact: &'a Fact,
+    superseded: Ids<'a>,
+    continued: Ids<'a>,
+}
+
+impl<'a> AssertedReply<'a> {
+    pub fn new(a: &'a Asserted) -> Self {
+        AssertedReply { fact: &a.fact, superseded: Ids(&a.superseded), continued: Ids(&a.continued) }
+    }
+}
+
+/// The ids of some facts, as a JSON array.
+struct Ids<'a>(&'a [Fact]);
+
+impl Serialize for Ids<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|f| f.id))
+    }
+}
+
+/// [`AssertedReply`] as a JSON value.
 pub fn asserted_json(a: &Asserted) -> Value {
-    let mut v = serde_json::to_value(&a.fact).expect("facts serialize");
-    v["superseded"] = json!(a.superseded.iter().map(|f| f.id).collect::<Vec<_>>());
-    v["continued"] = json!(a.continued.iter().map(|f| f.id).collect::<Vec<_>>());
-    v
+    serde_json::to_value(AssertedReply::new(a)).expect("facts serialize")
+}
+
+/// The reply to a batch: its transaction and each assertion, in order.
+#[derive(Serialize)]
+struct BatchReply<'a> {
+    tx: Tx,
+    recorded_at: Millis,
+    facts: Vec<AssertedReply<'a>>,
 }
 
 pub async fn assert_fact(
@@ -102,7 +131,7 @@ pub async fn assert_fact(
     let ops = vec![WriteOp::Assert(body.into())];
     idempotency::write(&st, &tenant, "POST /api/facts", idem, ops, StatusCode::CREATED, |out| {
         match out.outcomes.first() {
-            Some(OpOutcome::Asserted(a)) => asserted_json(a),
+            Some(OpOutcome::Asserted(a)) => Serialized::of(&AssertedReply::new(a)),
             _ => unreachable!("one assert op"),
         }
     })
@@ -125,15 +154,15 @@ pub async fn assert_batch(
     }
     let ops = facts.into_iter().map(|Object(f)| WriteOp::Assert(f.into())).collect();
     idempotency::write(&st, &tenant, "POST /api/facts/batch", idem, ops, StatusCode::CREATED, |out| {
-        let facts: Vec<Value> = out
+        let facts = out
             .outcomes
             .iter()
             .map(|o| match o {
-                OpOutcome::Asserted(a) => asserted_json(a),
+                OpOutcome::Asserted(a) => AssertedReply::new(a),
                 _ => unreachable!("assert ops only"),
             })
             .collect();
-        json!({"tx": out.tx, "recorded_at": out.recorded_at, "facts": facts})
+        Serialized::of(&BatchReply { tx: out.tx, recorded_at: out.recorded_at, facts })
     })
     .await
 }
@@ -249,4 +278,32 @@ pub async fn put_predicate(
     let op = WriteOp::SetCardinality { predicate: name.clone(), cardinality };
     st.memory.write(&tenant, vec![op], None).await?.map_err(|_| ApiError::internal())?;
     Ok(Json(PredicateInfo { name, cardinality }).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fact(subject: &str, object: &str) -> Fact {
+        let e = Engine::open(EngineConfig::temporary()).unwrap();
+        let mut input = FactInput::new(subject, "p", object).source("hr").valid_from(1_000);
+        input.properties = Some(json!({"note": "x", "n": [1, 2]}).as_object().unwrap().clone());
+        e.assert("t", input).unwrap().fact
+    }
+
+    /// The reply written from the outcome is the fact's JSON with the two id
+    /// lists added, as when it was built as a `Value` and then written.
+    #[test]
+    fn an_assertion_reply_is_the_fact_and_the_ids_it_closed_and_left() {
+        let a = Asserted { fact: fact("S:a", "new"), superseded: vec![fact("S:a", "old")], continued: vec![fact("S:a", "tail")] };
+        let mut expected = serde_json::to_value(&a.fact).unwrap();
+        expected["superseded"] = json!([a.superseded[0].id]);
+        expected["continued"] = json!([a.continued[0].id]);
+        let written: Value = serde_json::from_slice(&Serialized::of(&AssertedReply::new(&a)).0).unwrap();
+        assert_eq!(written, expected);
+        assert_eq!(asserted_json(&a), expected);
+        let batch = BatchReply { tx: 7, recorded_at: 9, facts: vec![AssertedReply::new(&a)] };
+        let written: Value = serde_json::from_slice(&Serialized::of(&batch).0).unwrap();
+        assert_eq!(written, json!({"tx": 7, "recorded_at": 9, "facts": [expected]}));
+    }
 }

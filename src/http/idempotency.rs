@@ -47,6 +47,39 @@ pub fn encode(status: StatusCode, body: &Value) -> Vec<u8> {
     out
 }
 
+/// A success body of [`write`]: a JSON value, or JSON written straight from
+/// the outcome ([`Serialized`]).
+pub trait SuccessBody {
+    fn into_json(self) -> Vec<u8>;
+}
+
+impl SuccessBody for Value {
+    fn into_json(self) -> Vec<u8> {
+        serde_json::to_vec(&self).expect("JSON serializes")
+    }
+}
+
+/// JSON already serialized. The hot write routes answer with it: building a
+/// `Value` of a fact first (a map of owned keys and values) and then writing
+/// it cost more than writing the fact.
+pub struct Serialized(pub Vec<u8>);
+
+impl Serialized {
+    pub fn of(body: &impl serde::Serialize) -> Serialized {
+        Serialized(serde_json::to_vec(body).expect("JSON serializes"))
+    }
+}
+
+impl SuccessBody for Serialized {
+    fn into_json(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    (status, [(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+}
+
 pub fn replay(bytes: &[u8]) -> Response {
     let (status, body) = match bytes {
         [hi, lo, body @ ..] => (StatusCode::from_u16(u16::from_be_bytes([*hi, *lo])).ok(), body),
@@ -88,26 +121,30 @@ pub async fn stored(
 }
 
 /// Runs a write; `ok` renders a success body (answered with `status`).
-pub async fn write(
+pub async fn write<B: SuccessBody>(
     st: &AppState,
     tenant: &str,
     route: &str,
     key: IdempotencyKey,
     ops: Vec<WriteOp>,
     status: StatusCode,
-    ok: impl Fn(&WriteOutcome) -> Value + Send + Sync + 'static,
+    ok: impl Fn(&WriteOutcome) -> B + Send + Sync + 'static,
 ) -> Result<Response, ApiError> {
     let Some(key) = key.0 else {
         let out = st.memory.write(tenant, ops, None).await?;
         let out = out.map_err(|_| ApiError::internal())?;
-        return Ok((status, axum::Json(ok(&out))).into_response());
+        return Ok(json_response(status, ok(&out).into_json()));
     };
     let ok = std::sync::Arc::new(ok);
     let render_ok = std::sync::Arc::clone(&ok);
     let idem = Idempotency {
         key: scoped(route, &key),
         render: Box::new(move |r: &Result<WriteOutcome, EngineError>| match r {
-            Ok(out) => Some(encode(status, &render_ok(out))),
+            Ok(out) => {
+                let mut stored = status.as_u16().to_be_bytes().to_vec();
+                stored.extend_from_slice(&render_ok(out).into_json());
+                Some(stored)
+            }
             Err(e) => {
                 let api = ApiError::from(clone_error(e));
                 api.status.is_client_error().then(|| encode(api.status, &api.body()))
@@ -115,7 +152,7 @@ pub async fn write(
         }),
     };
     match st.memory.write(tenant, ops, Some(idem)).await? {
-        Ok(out) => Ok((status, axum::Json(ok(&out))).into_response()),
+        Ok(out) => Ok(json_response(status, ok(&out).into_json())),
         Err(stored) => Ok(replay(&stored)),
     }
 }
