@@ -300,15 +300,22 @@ impl Reader<'_> {
         Ok(out)
     }
 
-    /// Committed transactions of the tenant with tx > `after`, oldest first.
-    pub fn changes(&self, tenant: &str, after: Tx, limit: usize) -> Result<Vec<Change>> {
+    /// The tenant's change-log entries with tx > `after`, oldest first, at
+    /// most `limit`.
+    fn log_entries(&self, after: Tx, limit: usize) -> impl Iterator<Item = Result<(Tx, LogEntry)>> + '_ {
         let lo = Bound::Excluded(keys::log(self.tid, after));
         let hi = Bound::Included(keys::log(self.tid, Tx::MAX));
-        let mut out = Vec::new();
-        for item in self.kv.scan(Keyspace::Log, lo, hi, false).take(limit) {
+        self.kv.scan(Keyspace::Log, lo, hi, false).take(limit).map(|item| {
             let (k, v) = item?;
-            let tx = keys::decode_log_tx(&k)?;
-            let entry: LogEntry = record::decode(&v)?;
+            Ok((keys::decode_log_tx(&k)?, record::decode(&v)?))
+        })
+    }
+
+    /// Committed transactions of the tenant with tx > `after`, oldest first.
+    pub fn changes(&self, tenant: &str, after: Tx, limit: usize) -> Result<Vec<Change>> {
+        let mut out = Vec::new();
+        for item in self.log_entries(after, limit) {
+            let (tx, entry) = item?;
             let mut events = Vec::with_capacity(entry.events.len());
             for e in entry.events {
                 events.push(match e {
@@ -339,13 +346,9 @@ impl Reader<'_> {
     /// written from format 7 on, which carries the subjects and value
     /// changes itself. For an older entry they come from its versions.
     pub fn change_log(&self, after: Tx, limit: usize) -> Result<Vec<LoggedChange>> {
-        let lo = Bound::Excluded(keys::log(self.tid, after));
-        let hi = Bound::Included(keys::log(self.tid, Tx::MAX));
         let mut out = Vec::new();
-        for item in self.kv.scan(Keyspace::Log, lo, hi, false).take(limit) {
-            let (k, v) = item?;
-            let tx = keys::decode_log_tx(&k)?;
-            let entry: LogEntry = record::decode(&v)?;
+        for item in self.log_entries(after, limit) {
+            let (tx, entry) = item?;
             let mut events = Vec::with_capacity(entry.events.len());
             for e in entry.events {
                 events.push(match e {
