@@ -390,9 +390,13 @@ impl Indexer {
     /// it hands what is still announced and commits.
     pub async fn run(self, mut notices: broadcast::Receiver<Committed>, mut stop: watch::Receiver<bool>, hurry: Arc<Hurry>) {
         let target = self.engine.last_tx().0;
+        let opened_at = self.watermark;
         let Some(mut me) = self.blocking(move |ix| ix.catch_up(None, target)).await else { return };
         tracing::info!(watermark = me.watermark, documents = me.num_docs(), "search index caught up");
-        let mut last_commit: Option<Instant> = None;
+        // A catch-up that committed is the last commit: the writes after it
+        // wait out the pause like any others. Only with nothing to catch up
+        // is the first write the first after a quiet spell.
+        let mut last_commit: Option<Instant> = (me.watermark > opened_at).then(Instant::now);
         let mut last_step: Option<Instant> = None;
         loop {
             let due_at = (me.handed > me.watermark).then(|| {

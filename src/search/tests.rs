@@ -177,6 +177,25 @@ async fn reaches(search: &Search, tx: u64, within: Duration) -> bool {
     true
 }
 
+/// Writes made before the index starts are committed by its catch-up, and
+/// that commit starts the pause: the next write is not committed at once.
+/// (A loaded machine can start the indexer's task after a test's first write;
+/// the catch-up then commits that write, and the pause must still hold.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catch_up_commit_starts_the_pause() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine();
+    let memory = Memory::new(Arc::clone(&e));
+    let kiwi = |i: usize| FactInput::new(format!("Tree:t{i}"), "fruit", "kiwi");
+    let before = e.assert("a", kiwi(1)).unwrap();
+    let (search, handle) = Search::start_paced(dir.path(), &memory, None, Duration::from_secs(3600)).unwrap();
+    assert!(reaches(&search, before.fact.tx, Duration::from_secs(10)).await, "the catch-up did not commit");
+    let after = e.assert("a", kiwi(2)).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(search.watermark() < after.fact.tx, "committed inside the pause");
+    handle.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_wait_out_the_pause_unless_a_search_waits() {
     let dir = tempfile::tempdir().unwrap();
