@@ -42,8 +42,13 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
 
 /// Stored form: the status as two big-endian bytes, then the JSON body.
 pub fn encode(status: StatusCode, body: &Value) -> Vec<u8> {
+    with_status(status, &serde_json::to_vec(body).expect("JSON serializes"))
+}
+
+/// The stored form of a body already serialized.
+fn with_status(status: StatusCode, json: &[u8]) -> Vec<u8> {
     let mut out = status.as_u16().to_be_bytes().to_vec();
-    serde_json::to_writer(&mut out, body).expect("JSON serializes");
+    out.extend_from_slice(json);
     out
 }
 
@@ -89,9 +94,7 @@ pub fn replay(bytes: &[u8]) -> Response {
         tracing::error!("stored idempotent reply is malformed");
         return ApiError::internal().into_response();
     };
-    let mut resp =
-        (status, [(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body.to_vec())
-            .into_response();
+    let mut resp = json_response(status, body.to_vec());
     resp.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
     resp
 }
@@ -140,11 +143,7 @@ pub async fn write<B: SuccessBody>(
     let idem = Idempotency {
         key: scoped(route, &key),
         render: Box::new(move |r: &Result<WriteOutcome, EngineError>| match r {
-            Ok(out) => {
-                let mut stored = status.as_u16().to_be_bytes().to_vec();
-                stored.extend_from_slice(&render_ok(out).into_json());
-                Some(stored)
-            }
+            Ok(out) => Some(with_status(status, &render_ok(out).into_json())),
             Err(e) => {
                 let api = ApiError::from(clone_error(e));
                 api.status.is_client_error().then(|| encode(api.status, &api.body()))
