@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use tempora_storage::{
-    AsOf, Engine, EngineError, Fact, FactId, FactQuery, LoggedEvent, OpOutcome, Status, StatusFilter, TenantStats, Tx,
+    AsOf, Engine, EngineError, Fact, FactId, FactQuery, LoggedEvent, OpOutcome, Status, StatusFilter, TenantStats, Tx, MAX_PAGE,
     WriteOp, WriteOutcome,
 };
 use uuid::Uuid;
@@ -40,8 +40,6 @@ pub const OPEN: &str = "open";
 pub const ACKED: &str = "acked";
 pub const RESOLVED: &str = "resolved";
 
-/// Facts a freshness check reads per predicate.
-pub const MAX_FRESHNESS_SCAN: usize = 100_000;
 /// Change-log transactions read per step of a scan.
 const SCAN_STEP: usize = 1000;
 /// Alerts read per listing.
@@ -289,6 +287,37 @@ fn duration_text(ms: u64) -> String {
     format!("{ms}ms")
 }
 
+/// How many active facts of `predicate`, open at `now`, were last confirmed
+/// before `cutoff`, and the oldest of them (subject, when confirmed). Reads
+/// every active fact of the predicate a page at a time, so the count is exact
+/// at any size and memory stays one page.
+fn stale_facts(engine: &Engine, tenant: &str, predicate: &str, cutoff: i64, now: i64) -> Result<(u64, Option<(String, i64)>), EngineError> {
+    let mut q = FactQuery {
+        predicate: Some(predicate.to_string()),
+        status: StatusFilter::Only(Status::Active),
+        limit: MAX_PAGE,
+        ..Default::default()
+    };
+    let (mut stale, mut oldest): (u64, Option<(String, i64)>) = (0, None);
+    loop {
+        let page = engine.query(tenant, &q)?;
+        for f in page.facts {
+            let confirmed = f.valid_from.max(f.created_at);
+            if is_monitor_subject(&f.subject) || f.valid_until.is_some_and(|u| u <= now) || confirmed >= cutoff {
+                continue;
+            }
+            stale += 1;
+            if oldest.as_ref().is_none_or(|(_, at)| confirmed < *at) {
+                oldest = Some((f.subject, confirmed));
+            }
+        }
+        match page.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => return Ok((stale, oldest)),
+        }
+    }
+}
+
 /// Every rule's signals for the tenant now.
 pub fn signals(engine: &Engine, tenant: &str, rules: &Rules, scan: &ScanState, now: i64) -> Result<Vec<Signal>, EngineError> {
     let mut out = Vec::new();
@@ -315,26 +344,17 @@ pub fn signals(engine: &Engine, tenant: &str, rules: &Rules, scan: &ScanState, n
     }
     if rules.freshness.enabled {
         for (predicate, ttl) in &rules.freshness.ttl_ms {
-            let q = FactQuery { predicate: Some(predicate.clone()), status: StatusFilter::Only(Status::Active), ..Default::default() };
-            let (facts, _) = collect(engine, tenant, &q, MAX_FRESHNESS_SCAN)?;
             let cutoff = now.saturating_sub(*ttl as i64);
-            let stale: Vec<&Fact> = facts
-                .iter()
-                .filter(|f| !is_monitor_subject(&f.subject))
-                .filter(|f| f.valid_until.is_none_or(|u| u > now))
-                .filter(|f| f.valid_from.max(f.created_at) < cutoff)
-                .collect();
-            let oldest = stale.iter().min_by_key(|f| f.valid_from.max(f.created_at));
-            let example = oldest.map(|f| format!(", oldest: {} (confirmed {})", f.subject, time::iso(f.valid_from.max(f.created_at)))).unwrap_or_default();
+            let (stale, oldest) = stale_facts(engine, tenant, predicate, cutoff, now)?;
+            let example = oldest.map(|(subject, at)| format!(", oldest: {subject} (confirmed {})", time::iso(at))).unwrap_or_default();
             out.push(Signal {
                 rule: "freshness",
                 key: predicate.clone(),
-                firing: !stale.is_empty(),
-                value: json!(stale.len()),
+                firing: stale > 0,
+                value: json!(stale),
                 limit: json!(ttl),
                 message: format!(
-                    "{} active `{predicate}` facts were not confirmed within {}{example}",
-                    stale.len(),
+                    "{stale} active `{predicate}` facts were not confirmed within {}{example}",
                     duration_text(*ttl)
                 ),
             });
@@ -520,6 +540,28 @@ pub fn acked(a: &Alert, now: i64, out: &WriteOutcome) -> Value {
 mod tests {
     use super::*;
     use tempora_storage::{Durability, EngineConfig, FactInput};
+
+    /// The freshness count is exact past any page or cap: it once stopped at
+    /// the first 100,000 facts of a predicate and said nothing of the rest.
+    #[test]
+    fn freshness_counts_every_stale_fact_of_a_large_predicate() {
+        const FACTS: usize = 110_000;
+        let engine = Engine::open(EngineConfig::temporary().durability(Durability::Relaxed)).unwrap();
+        let one = |s: &str| WriteOp::Assert(FactInput::new(s, "reading", json!(1)).confidence(1.0));
+        engine.write("t", vec![one("Sensor:first")]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        for chunk in (0..FACTS).collect::<Vec<_>>().chunks(10_000) {
+            engine.write("t", chunk.iter().map(|i| one(&format!("Sensor:{i}"))).collect()).unwrap();
+        }
+        let now = now_ms() + 60_000;
+        // Neither counts: valid only from after the cutoff, and no longer valid at `now`.
+        let later = FactInput::new("Sensor:later", "reading", json!(1)).confidence(1.0).valid_from(now);
+        let ended = FactInput::new("Sensor:ended", "reading", json!(1)).confidence(1.0).valid_from(0).valid_until(now - 1);
+        engine.write("t", vec![WriteOp::Assert(later), WriteOp::Assert(ended)]).unwrap();
+        let (stale, oldest) = stale_facts(&engine, "t", "reading", now, now).unwrap();
+        assert_eq!(stale, FACTS as u64 + 1);
+        assert_eq!(oldest.unwrap().0, "Sensor:first");
+    }
 
     /// Under sustained writes a pass must reach the newest change: a pass
     /// that read a fixed number of transactions (50,000 once) left the drift
