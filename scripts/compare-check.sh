@@ -56,14 +56,21 @@ done
 # The reads again on the store the run left, as when comparing builds of the
 # read path, each after reading the store into the page cache (--warm): every
 # read step then starts with the store's bytes cached ("cached MB", the last
-# column, a whole number and not "-").
-echo "== tempora-load compare --systems tempora --size 1000 --reads-only --warm"
+# column, a whole number and not "-"). Two rounds of each: the table shows
+# the median round with the range of both ("range per s", the fourth column),
+# and every round is in the results file.
+echo "== tempora-load compare --systems tempora --size 1000 --reads-only --warm --rounds 2"
 "$BIN/tempora-load" compare --systems tempora --size 1000 --duration 1 --warmup 0 --reads-only --settle-max-secs 5 \
-    --warm --tempora-url "http://$addr" --tempora-data "$work/data" | tee "$work/reads.txt"
+    --warm --rounds 2 --tempora-url "http://$addr" --tempora-data "$work/data" --out "$work/reads.jsonl" \
+    | tee "$work/reads.txt"
 for w in w0 w2 w4 w3; do
     line=$(grep "^$w  *tempora " "$work/reads.txt") || { echo "missing $w in --reads-only" >&2; exit 1; }
     cached=$(echo "$line" | awk '{print $NF}')
     [[ "$cached" =~ ^[0-9]+$ ]] && [ "$cached" -gt 0 ] || { echo "no cached bytes after --warm: $line" >&2; exit 1; }
+    range=$(echo "$line" | awk '{print $4}')
+    [[ "$range" =~ ^[0-9.]+k?-[0-9.]+k?$ ]] || { echo "no range over two rounds: $line" >&2; exit 1; }
+    n=$(grep -c "\"workload\":\"$w\"" "$work/reads.jsonl")
+    [ "$n" -eq 2 ] || { echo "$w: $n rounds recorded, not 2" >&2; exit 1; }
 done
 grep -q "^w1 " "$work/reads.txt" && { echo "--reads-only wrote" >&2; exit 1; }
 echo "compare-check: ok"

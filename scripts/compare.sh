@@ -11,7 +11,9 @@
 # at the end draws $OUT_DIR/throughput.png and $OUT_DIR/p99.png.
 #
 # Environment: OUT_DIR (default target/compare), DURATION and WARMUP (seconds
-# per timed workload, default 10 and 2), CONNECTIONS (default 16), PEERS_DIR
+# per timed workload, default 10 and 2), ROUNDS (of each read step, the
+# systems taking turns; the tables and plots take the median, default 3),
+# CONNECTIONS (default 16), PEERS_DIR
 # (default /tmp/tempora-peers), TEMPORA_DATA (default /tmp/tempora-compare).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +23,7 @@ SIZES=("$@")
 OUT_DIR=${OUT_DIR:-target/compare}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
+ROUNDS=${ROUNDS:-3}
 CONNECTIONS=${CONNECTIONS:-16}
 PEERS_DIR=${PEERS_DIR:-/tmp/tempora-peers}
 TEMPORA_DATA=${TEMPORA_DATA:-/tmp/tempora-compare}
@@ -55,7 +58,7 @@ for size in "${SIZES[@]}"; do
     pg_pid=$(head -1 "$PEERS_DIR/postgres/data/postmaster.pid")
     maria_pid=$(cat "$PEERS_DIR/mariadb/mariadb.pid")
     "$BIN/tempora-load" compare --size "$size" --connections "$CONNECTIONS" \
-        --duration "$DURATION" --warmup "$WARMUP" \
+        --duration "$DURATION" --warmup "$WARMUP" --rounds "$ROUNDS" \
         --tempora-url http://127.0.0.1:28080 --tempora-data "$TEMPORA_DATA" --tempora-pid "$server" \
         --postgres-data "$PEERS_DIR/postgres/data" --postgres-pid "$pg_pid" \
         --mariadb-data "$PEERS_DIR/mariadb/data" --mariadb-pid "$maria_pid" \

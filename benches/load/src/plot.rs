@@ -1,12 +1,15 @@
 //! `tempora-load plot`: PNG charts of `compare` results, throughput and p99
 //! latency of each workload against the store's size, one line per system.
-//! When a size was run more than once, the last run counts.
+//! When a size was run more than once, the last run counts; of a run with
+//! several rounds of a step (`compare --rounds`), the median round.
 
 use anyhow::{bail, Context, Result};
 use plotters::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+use crate::compare::Rounds;
 
 #[derive(clap::Args, Debug)]
 pub struct PlotArgs {
@@ -38,20 +41,7 @@ type Series = BTreeMap<(String, String), BTreeMap<u64, f64>>;
 pub fn plot(args: PlotArgs) -> Result<()> {
     register_font(&args.font)?;
     let text = std::fs::read_to_string(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
-    let (mut tput, mut p99) = (Series::new(), Series::new());
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let r: Value = serde_json::from_str(line).with_context(|| format!("not a result line: {line}"))?;
-        let (Some(w), Some(s), Some(size)) = (r["workload"].as_str(), r["system"].as_str(), r["size"].as_u64()) else {
-            continue;
-        };
-        let key = (w.to_string(), s.to_string());
-        if let Some(t) = r["throughput_per_s"].as_f64() {
-            tput.entry(key.clone()).or_default().insert(size, t);
-        }
-        if let Some(p) = r["p99_ms"].as_f64() {
-            p99.entry(key).or_default().insert(size, p);
-        }
-    }
+    let (tput, p99) = series(&text)?;
     if tput.is_empty() {
         bail!("{} holds no results", args.input.display());
     }
@@ -62,6 +52,36 @@ pub fn plot(args: PlotArgs) -> Result<()> {
     grid(&p, &p99, &TITLES[..4], "p99 latency, ms (lower is better)")?;
     println!("wrote {} and {}", t.display(), p.display());
     Ok(())
+}
+
+/// The points to draw: of each workload, system and size, the median round
+/// of the last run (a line without a `run` is a run of its own).
+fn series(text: &str) -> Result<(Series, Series)> {
+    let mut steps: BTreeMap<(String, String, u64), Vec<Value>> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let r: Value = serde_json::from_str(line).with_context(|| format!("not a result line: {line}"))?;
+        let (Some(w), Some(s), Some(size)) = (r["workload"].as_str(), r["system"].as_str(), r["size"].as_u64()) else {
+            continue;
+        };
+        let runs = steps.entry((w.to_string(), s.to_string(), size)).or_default();
+        // Another run (or a line of no run) replaces what the last one recorded.
+        if runs.last().is_some_and(|last| r["run"].is_null() || last["run"] != r["run"]) {
+            runs.clear();
+        }
+        runs.push(r);
+    }
+    let (mut tput, mut p99) = (Series::new(), Series::new());
+    for ((w, s, size), runs) in &steps {
+        let Some(rounds) = Rounds::of(runs.iter().collect()) else { continue };
+        let key = (w.clone(), s.clone());
+        if let Some(t) = rounds.median["throughput_per_s"].as_f64() {
+            tput.entry(key.clone()).or_default().insert(*size, t);
+        }
+        if let Some(p) = rounds.median["p99_ms"].as_f64() {
+            p99.entry(key).or_default().insert(*size, p);
+        }
+    }
+    Ok((tput, p99))
 }
 
 /// plotters draws text itself, with a font registered as `sans-serif`.
@@ -140,4 +160,48 @@ fn human(v: f64) -> String {
 fn trim(v: f64) -> String {
     let s = format!("{v:.1}");
     s.strip_suffix(".0").map(String::from).unwrap_or(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(run: Option<i64>, w: &str, s: &str, size: u64, tput: f64, p99: f64) -> String {
+        let mut v =
+            serde_json::json!({"workload": w, "system": s, "size": size, "throughput_per_s": tput, "p99_ms": p99});
+        if let Some(run) = run {
+            v["run"] = run.into();
+        }
+        v.to_string()
+    }
+
+    #[test]
+    fn a_step_draws_the_median_round_of_its_last_run() {
+        let text = [
+            line(None, "w2", "tempora", 1000, 10.0, 9.0),
+            line(Some(1), "w2", "tempora", 1000, 20.0, 8.0),
+            // The later run's three rounds: the median is 30 (p99 5), not the
+            // last round (50) nor the mean.
+            line(Some(2), "w2", "tempora", 1000, 50.0, 1.0),
+            line(Some(2), "w2", "postgres", 1000, 7.0, 2.0),
+            line(Some(2), "w2", "tempora", 1000, 30.0, 5.0),
+            line(Some(2), "w2", "tempora", 1000, 25.0, 6.0),
+            line(Some(2), "w2", "tempora", 10_000, 40.0, 3.0),
+        ]
+        .join("\n");
+        let (tput, p99) = series(&text).unwrap();
+        let t = &tput[&("w2".to_string(), "tempora".to_string())];
+        assert_eq!((t[&1000], t[&10_000]), (30.0, 40.0));
+        assert_eq!(p99[&("w2".to_string(), "tempora".to_string())][&1000], 5.0);
+        assert_eq!(tput[&("w2".to_string(), "postgres".to_string())][&1000], 7.0);
+    }
+
+    #[test]
+    fn of_two_rounds_the_median_is_the_slower_and_the_range_spans_both() {
+        let a = serde_json::json!({"throughput_per_s": 52_000.0});
+        let b = serde_json::json!({"throughput_per_s": 41_000.0});
+        let r = Rounds::of(vec![&a, &b]).unwrap();
+        assert_eq!((r.median["throughput_per_s"].as_f64(), r.min, r.max, r.n), (Some(41_000.0), 41_000.0, 52_000.0, 2));
+        assert!(Rounds::of(Vec::new()).is_none());
+    }
 }

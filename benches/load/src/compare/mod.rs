@@ -22,7 +22,14 @@
 //! each step's wait is recorded with it, and so are the CPU cores and the
 //! share of time the busiest disk was busy while the step was measured.
 //!
-//! Every result is one JSON line appended to `--out`; `tempora-load plot`
+//! With `--rounds N` each read step runs N times, the systems taking turns
+//! within each round, and the summary (and `tempora-load plot`) takes each
+//! system's median round: on this kind of machine one 10 s step moves by a
+//! fifth from run to run, more than some of the ratios it is meant to show.
+//! The writes (hot-key run, W5, W1) change the stores and run once.
+//!
+//! Every result is one JSON line appended to `--out`, with the run it belongs
+//! to (`run`, the run's start in unix ms) and its round; `tempora-load plot`
 //! draws them.
 
 pub mod data;
@@ -128,6 +135,11 @@ pub struct CompareArgs {
     /// (see `measure::settle`); 0 does not wait.
     #[arg(long, default_value_t = 300)]
     pub settle_max_secs: u64,
+    /// Times each read step (W0, W2, W3, W4) runs, the systems taking turns
+    /// in each round; the summary shows each system's median round and the
+    /// range of all of them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=99))]
+    pub rounds: u32,
 }
 
 impl CompareArgs {
@@ -186,11 +198,21 @@ struct Run<'a> {
     args: &'a CompareArgs,
     out: Option<std::fs::File>,
     results: Vec<Value>,
+    /// The run's start (unix ms), recorded with each result.
+    id: i64,
 }
 
 impl Run<'_> {
+    /// A read workload `--rounds` times, each round on every system in turn.
+    async fn rounds(&mut self, systems: &[System], w: Workload) -> Result<()> {
+        for round in 1..=self.args.rounds {
+            self.each_system(systems, w, round).await?;
+        }
+        Ok(())
+    }
+
     /// One timed workload on each system in turn, recorded.
-    async fn each_system(&mut self, systems: &[System], w: Workload) -> Result<()> {
+    async fn each_system(&mut self, systems: &[System], w: Workload, round: u32) -> Result<()> {
         for s in systems {
             let dir = self.args.data_dir(s.kind());
             if self.args.warm && w.reads() {
@@ -204,6 +226,7 @@ impl Run<'_> {
             let cached = dir.map(measure::cached_bytes).transpose()?;
             let mut r = timed(s, w, self.args).await?;
             r["cached_bytes"] = json!(cached);
+            r["round"] = json!(round);
             self.record_settled(s.kind(), w.name(), r).await?;
         }
         Ok(())
@@ -224,6 +247,7 @@ impl Run<'_> {
         v["system"] = json!(system.name());
         v["workload"] = json!(workload);
         v["size"] = json!(self.args.size);
+        v["run"] = json!(self.id);
         if let Some(f) = &mut self.out {
             writeln!(f, "{v}")?;
         }
@@ -246,12 +270,12 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         Some(p) => Some(std::fs::OpenOptions::new().create(true).append(true).open(p)?),
         None => None,
     };
-    let mut run = Run { args: &args, out, results: Vec::new() };
+    let mut run = Run { args: &args, out, results: Vec::new(), id: data::now_ms() };
     run.settle().await;
     if args.reads_only {
         let as_of_ms = args.w3_as_of.unwrap_or_else(data::now_ms);
         for w in [Workload::W0, Workload::W2, Workload::W4, Workload::W3 { as_of_ms }] {
-            run.each_system(&systems, w).await?;
+            run.rounds(&systems, w).await?;
         }
         summarise(&run.results);
         return verdict(&run.results);
@@ -278,7 +302,7 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         run.record_settled(s.kind(), "w5", v).await?;
     }
     for w in [Workload::W0, Workload::W2, Workload::W4] {
-        run.each_system(&systems, w).await?;
+        run.rounds(&systems, w).await?;
     }
     // W3 rewinds to just before W1: keys W1 touched are read from their history.
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -290,7 +314,7 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         let v = s.check().await?;
         run.record_settled(s.kind(), "check_w1", serde_json::to_value(v)?).await?;
     }
-    run.each_system(&systems, Workload::W3 { as_of_ms: before_w1 }).await?;
+    run.rounds(&systems, Workload::W3 { as_of_ms: before_w1 }).await?;
     for s in &systems {
         let k = s.kind();
         s.settle().await?;
@@ -417,27 +441,57 @@ async fn timed(system: &System, w: Workload, args: &CompareArgs) -> Result<Value
     }))
 }
 
-/// The table printed at the end: each workload, each system, and tempora's
-/// throughput as a multiple of the peer's, from this run.
+/// The rounds of one step on one system: the median round (by throughput;
+/// of an even number, the lower of the middle two) and the range of all.
+pub struct Rounds<'a> {
+    pub median: &'a Value,
+    pub min: f64,
+    pub max: f64,
+    pub n: usize,
+}
+
+impl<'a> Rounds<'a> {
+    pub fn of(mut rounds: Vec<&'a Value>) -> Option<Rounds<'a>> {
+        let tput = |r: &Value| r["throughput_per_s"].as_f64().unwrap_or(0.0);
+        rounds.sort_by(|a, b| tput(a).total_cmp(&tput(b)));
+        let (first, last) = (*rounds.first()?, *rounds.last()?);
+        Some(Rounds { median: rounds[(rounds.len() - 1) / 2], min: tput(first), max: tput(last), n: rounds.len() })
+    }
+
+    /// "48.1k-55.5k" over several rounds, "-" for one.
+    fn range(&self) -> String {
+        let k = |v: f64| if v >= 1e4 { format!("{:.1}k", v / 1e3) } else { format!("{v:.0}") };
+        if self.n > 1 { format!("{}-{}", k(self.min), k(self.max)) } else { "-".into() }
+    }
+}
+
+/// The table printed at the end: each workload, each system (its median
+/// round, and the range over the rounds), and tempora's throughput as a
+/// multiple of the peer's, medians from this run.
 fn summarise(results: &[Value]) {
     let get =
         |system: &str, workload: &str| results.iter().find(|r| r["system"] == system && r["workload"] == workload);
+    let rounds = |system: &str, workload: &str| {
+        Rounds::of(results.iter().filter(|r| r["system"] == system && r["workload"] == workload).collect())
+    };
     println!(
-        "{:<8} {:<9} {:>12} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9} {:>6} {:>6} {:>10}",
-        "workload", "system", "per s", "p50 ms", "p99 ms", "errors", "retries", "tempora/this", "settle s", "cores",
-        "disk %", "cached MB"
+        "{:<8} {:<9} {:>12} {:>13} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9} {:>6} {:>6} {:>10}",
+        "workload", "system", "per s", "range per s", "p50 ms", "p99 ms", "errors", "retries", "tempora/this",
+        "settle s", "cores", "disk %", "cached MB"
     );
     for w in ["hotkey", "w5", "w0", "w2", "w4", "w1", "w3"] {
-        let base = get("tempora", w).and_then(|r| r["throughput_per_s"].as_f64());
+        let base = rounds("tempora", w).and_then(|r| r.median["throughput_per_s"].as_f64());
         for s in ["tempora", "postgres", "mariadb"] {
-            let Some(r) = get(s, w) else { continue };
+            let Some(all) = rounds(s, w) else { continue };
+            let r = all.median;
             let tput = r["throughput_per_s"].as_f64().unwrap_or(0.0);
             let ratio = base.filter(|_| tput > 0.0).map(|b| format!("{:.2}x", b / tput)).unwrap_or_default();
             let f = |k: &str| r[k].as_f64().map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
             // The writes settle after their check, which is recorded apart.
             let settled = get(s, &format!("check_{w}")).unwrap_or(r)["settle_s"].as_f64();
             println!(
-                "{w:<8} {s:<9} {tput:>12.0} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9} {:>6} {:>6} {:>10}",
+                "{w:<8} {s:<9} {tput:>12.0} {:>13} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9} {:>6} {:>6} {:>10}",
+                all.range(),
                 f("p50_ms"),
                 f("p99_ms"),
                 r["errors"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
