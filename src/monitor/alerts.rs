@@ -137,6 +137,26 @@ pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Alert>, EngineError> {
     Ok(out)
 }
 
+/// Every open or acked alert of the tenant, newest first, however many
+/// alerts it has had: read by state through the object index, so the
+/// resolved ones (which pile up over months of evaluations) are not read at
+/// all. Evaluations and reports go by this, never by [`list`], whose cap
+/// once hid the newest alerts (ids sort by time) from evaluation once a
+/// tenant had had 10,000: each pass then fired the same alert again.
+pub fn unresolved(engine: &Engine, tenant: &str) -> Result<Vec<Alert>, EngineError> {
+    let mut out = Vec::new();
+    for state in [OPEN, ACKED] {
+        let q = FactQuery { predicate: Some(STATE.to_string()), object: Some(json!(state)), ..Default::default() };
+        let (states, _) = collect(engine, tenant, &q, usize::MAX)?;
+        for f in states {
+            let Some(id) = f.subject.strip_prefix(ALERT_PREFIX).and_then(|s| Uuid::parse_str(s).ok()) else { continue };
+            out.extend(get(engine, tenant, id)?.filter(Alert::is_unresolved));
+        }
+    }
+    out.sort_by(|a, b| b.fired_at.cmp(&a.fired_at).then(b.id.cmp(&a.id)));
+    Ok(out)
+}
+
 /// What one rule says about one key right now.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Signal {
@@ -439,7 +459,7 @@ pub fn plan(engine: &Engine, tenant: &str, defaults: &Rules) -> Result<Plan, Eng
     let scan = scan(engine, tenant, rules.drift.window_ms, rules.drift.baseline_windows)?;
     let now = now_ms();
     let checks = signals(engine, tenant, &rules, &scan, now)?;
-    let existing: Vec<Alert> = list(engine, tenant)?.into_iter().filter(Alert::is_unresolved).collect();
+    let existing = unresolved(engine, tenant)?;
     let mut plan = Plan { ops: Vec::new(), fired: Vec::new(), resolved: Vec::new(), unchanged: Vec::new(), checks: Vec::new() };
     let firing = |rule: &str, key: &str| checks.iter().any(|s| s.firing && s.rule == rule && s.key == key);
     for a in existing {
@@ -541,6 +561,32 @@ mod tests {
     use super::*;
     use tempora_storage::{Durability, EngineConfig, FactInput};
 
+    /// An open alert is found however many alerts came before it: the
+    /// evaluation once read the first 10,000 alerts only, and alert ids sort
+    /// by time, so a tenant's newest alerts went unseen: never resolved, and
+    /// fired again at every pass while their rule held.
+    #[test]
+    fn an_evaluation_sees_open_alerts_past_ten_thousand_resolved_ones() {
+        let engine = Engine::open(EngineConfig::temporary().durability(Durability::Relaxed)).unwrap();
+        let subject = |n: u128| format!("{ALERT_PREFIX}{}", Uuid::from_u128(n));
+        for chunk in (1..=10_500u128).collect::<Vec<_>>().chunks(5_000) {
+            engine.write("t", chunk.iter().map(|&n| assert_op(&subject(n), STATE, json!(RESOLVED))).collect()).unwrap();
+        }
+        // The newest alert sorts after all of them; its rule no longer fires
+        // (the tenant holds no candidates), so the evaluation resolves it.
+        let open = Uuid::from_u128(u128::MAX);
+        let ops = vec![
+            assert_op(&subject(u128::MAX), STATE, json!(OPEN)),
+            assert_op(&subject(u128::MAX), RULE, json!("confidence")),
+            assert_op(&subject(u128::MAX), KEY, json!("candidates")),
+        ];
+        engine.write("t", ops).unwrap();
+        assert_eq!(unresolved(&engine, "t").unwrap().iter().map(|a| a.id).collect::<Vec<_>>(), vec![open]);
+        let plan = plan(&engine, "t", &Rules::default()).unwrap();
+        assert_eq!(plan.resolved.iter().map(|(a, _)| a.id).collect::<Vec<_>>(), vec![open]);
+        assert!(plan.fired.is_empty(), "{:?}", plan.fired);
+    }
+
     /// The freshness count is exact past any page or cap: it once stopped at
     /// the first 100,000 facts of a predicate and said nothing of the rest.
     #[test]
@@ -556,7 +602,8 @@ mod tests {
         let now = now_ms() + 60_000;
         // Neither counts: valid only from after the cutoff, and no longer valid at `now`.
         let later = FactInput::new("Sensor:later", "reading", json!(1)).confidence(1.0).valid_from(now);
-        let ended = FactInput::new("Sensor:ended", "reading", json!(1)).confidence(1.0).valid_from(0).valid_until(now - 1);
+        let ended =
+            FactInput::new("Sensor:ended", "reading", json!(1)).confidence(1.0).valid_from(0).valid_until(now - 1);
         engine.write("t", vec![WriteOp::Assert(later), WriteOp::Assert(ended)]).unwrap();
         let (stale, oldest) = stale_facts(&engine, "t", "reading", now, now).unwrap();
         assert_eq!(stale, FACTS as u64 + 1);

@@ -435,7 +435,7 @@ fn run_block(engine: &Engine, tenant: &str, defaults: &Rules, block: &Block, now
             json!({"type": "changes", "since": since_ms, "count": items.len(), "more": more, "changes": items})
         }
         Block::Alerts => {
-            let open: Vec<Value> = alerts::list(engine, tenant)?.iter().filter(|a| a.is_unresolved()).map(|a| a.to_json()).collect();
+            let open: Vec<Value> = alerts::unresolved(engine, tenant)?.iter().map(|a| a.to_json()).collect();
             json!({"type": "alerts", "count": open.len(), "alerts": open})
         }
         Block::TopEntities { limit } => {
