@@ -231,10 +231,11 @@ pub fn get(engine: &Engine, tenant: &str, id: Uuid) -> Result<Option<Report>, En
     }))
 }
 
-/// Every report of the tenant, oldest first.
+/// Every report of the tenant, oldest first. No cap: the scheduler picks
+/// the due reports from this list, and a report past a cap would never run.
 pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Report>, EngineError> {
     let q = FactQuery { predicate: Some(NAME.to_string()), ..Default::default() };
-    let (names, _) = collect(engine, tenant, &q, alerts::MAX_ALERTS)?;
+    let (names, _) = collect(engine, tenant, &q, usize::MAX)?;
     let mut out = Vec::new();
     for f in names {
         let Some(id) = f.subject.strip_prefix(REPORT_PREFIX).and_then(|s| Uuid::parse_str(s).ok()) else { continue };
@@ -295,7 +296,13 @@ pub fn runs(engine: &Engine, tenant: &str, report: &Report, limit: usize) -> Res
         object: Some(json!(report.subject())),
         ..Default::default()
     };
-    let (refs, _) = collect(engine, tenant, &q, alerts::MAX_ALERTS)?;
+    // Every reference (one small fact per run), so that the newest are among
+    // them: run ids sort by time, and reading the first 10,000 once showed a
+    // report scheduled every minute only its first week of runs. Only the
+    // newest `limit` runs are read whole.
+    let (mut refs, _) = collect(engine, tenant, &q, usize::MAX)?;
+    refs.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.subject.cmp(&a.subject)));
+    refs.truncate(limit);
     let mut out = Vec::new();
     for f in refs {
         let Some(id) = f.subject.strip_prefix(RUN_PREFIX).and_then(|s| Uuid::parse_str(s).ok()) else { continue };
@@ -652,6 +659,31 @@ pub fn run(engine: &Engine, tenant: &str, defaults: &Rules, report: &Report) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The newest runs come first however many a report has had: run ids
+    /// sort by time, and the first 10,000 read once hid every later run.
+    #[test]
+    fn the_newest_runs_are_listed_past_ten_thousand() {
+        use tempora_storage::{Durability, EngineConfig};
+        let engine = Engine::open(EngineConfig::temporary().durability(Durability::Relaxed)).unwrap();
+        let report = Report {
+            id: Uuid::from_u128(1),
+            name: "daily".into(),
+            blocks: Vec::new(),
+            every_secs: Some(60),
+            created_at: 0,
+            last_run: None,
+        };
+        let subject = |n: u128| format!("{RUN_PREFIX}{}", Uuid::from_u128(n));
+        let run = |n: u128| assert_op(&subject(n), RUN_REPORT, json!(report.subject()));
+        for chunk in (1..=10_000u128).collect::<Vec<_>>().chunks(5_000) {
+            engine.write("t", chunk.iter().map(|&n| run(n)).collect()).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        engine.write("t", (10_001..=10_005u128).map(run).collect()).unwrap();
+        let ids: Vec<Uuid> = runs(&engine, "t", &report, 3).unwrap().iter().map(|r| r.id).collect();
+        assert_eq!(ids, [10_005u128, 10_004, 10_003].map(Uuid::from_u128));
+    }
 
     #[test]
     fn blocks_are_checked_with_their_index_and_field() {
