@@ -138,11 +138,13 @@ pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Alert>, EngineError> {
 }
 
 /// Every open or acked alert of the tenant, newest first, however many
-/// alerts it has had: read by state through the object index, so the
-/// resolved ones (which pile up over months of evaluations) are not read at
-/// all. Evaluations and reports go by this, never by [`list`], whose cap
-/// once hid the newest alerts (ids sort by time) from evaluation once a
-/// tenant had had 10,000: each pass then fired the same alert again.
+/// alerts it has had: the state facts whose object is `open` or `acked`,
+/// found through the object index with no cap. (That index keeps the
+/// closed states of resolved alerts too; the query passes over them, so a
+/// long history costs time, never an alert.) Evaluations and reports go by
+/// this, never by [`list`], whose cap once hid the newest alerts (ids sort
+/// by time) from evaluation once a tenant had had 10,000: each pass then
+/// fired the same alert again.
 pub fn unresolved(engine: &Engine, tenant: &str) -> Result<Vec<Alert>, EngineError> {
     let mut out = Vec::new();
     for state in [OPEN, ACKED] {
