@@ -42,7 +42,7 @@ pub const RESOLVED: &str = "resolved";
 
 /// Change-log transactions read per step of a scan.
 const SCAN_STEP: usize = 1000;
-/// Alerts read per listing.
+/// Alerts a listing of every state returns (the newest).
 pub const MAX_ALERTS: usize = 10_000;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -122,10 +122,15 @@ pub fn get(engine: &Engine, tenant: &str, id: Uuid) -> Result<Option<Alert>, Eng
     Ok(Alert::from_facts(id, &facts))
 }
 
-/// Every alert of the tenant, newest first.
+/// The tenant's newest [`MAX_ALERTS`] alerts, in any state, newest first.
 pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Alert>, EngineError> {
     let q = FactQuery { predicate: Some(STATE.to_string()), ..Default::default() };
-    let (states, _) = collect(engine, tenant, &q, MAX_ALERTS)?;
+    // Every alert's state fact (one small fact each), then the newest by id
+    // (ids sort by time): reading the first MAX_ALERTS once listed the
+    // oldest alerts and none of the newest.
+    let (mut states, _) = collect(engine, tenant, &q, usize::MAX)?;
+    states.sort_by(|a, b| b.subject.cmp(&a.subject));
+    states.truncate(MAX_ALERTS);
     let mut out = Vec::new();
     for f in states {
         let Some(id) = f.subject.strip_prefix(ALERT_PREFIX).and_then(|s| Uuid::parse_str(s).ok()) else { continue };
@@ -584,6 +589,9 @@ mod tests {
         ];
         engine.write("t", ops).unwrap();
         assert_eq!(unresolved(&engine, "t").unwrap().iter().map(|a| a.id).collect::<Vec<_>>(), vec![open]);
+        // A listing of every state holds the newest alerts, this one first.
+        let listed = list(&engine, "t").unwrap();
+        assert_eq!((listed.len(), listed[0].id), (MAX_ALERTS, open));
         let plan = plan(&engine, "t", &Rules::default()).unwrap();
         assert_eq!(plan.resolved.iter().map(|(a, _)| a.id).collect::<Vec<_>>(), vec![open]);
         assert!(plan.fired.is_empty(), "{:?}", plan.fired);
