@@ -33,9 +33,8 @@ pub async fn list(State(st): State<AppState>, caller: Caller, q: QueryPairs) -> 
     // Open and acked alerts are looked up by state, however many alerts the
     // tenant has had; a listing with resolved ones holds the newest 10,000.
     let unresolved_only = !wanted.contains(&alerts::RESOLVED);
-    let all = blocking(move || match unresolved_only {
-        true => alerts::unresolved(&engine, &tenant),
-        false => alerts::list(&engine, &tenant),
+    let all = blocking(move || {
+        if unresolved_only { alerts::unresolved(&engine, &tenant) } else { alerts::list(&engine, &tenant) }
     })
     .await?;
     let out: Vec<Value> = all.iter().filter(|a| wanted.contains(&a.state.as_str())).map(|a| a.to_json()).collect();

@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use tempora_storage::{
-    AsOf, Engine, EngineError, Fact, FactId, FactQuery, LoggedEvent, OpOutcome, Status, StatusFilter, TenantStats, Tx, MAX_PAGE,
-    WriteOp, WriteOutcome,
+    AsOf, Engine, EngineError, Fact, FactId, FactQuery, LoggedEvent, OpOutcome, Status, StatusFilter, TenantStats, Tx,
+    WriteOp, WriteOutcome, MAX_PAGE,
 };
 use uuid::Uuid;
 
@@ -131,15 +131,15 @@ pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Alert>, EngineError> {
     let (mut states, _) = collect(engine, tenant, &q, usize::MAX)?;
     states.sort_by(|a, b| b.subject.cmp(&a.subject));
     states.truncate(MAX_ALERTS);
-    let mut out = Vec::new();
-    for f in states {
-        let Some(id) = f.subject.strip_prefix(ALERT_PREFIX).and_then(|s| Uuid::parse_str(s).ok()) else { continue };
-        if let Some(a) = get(engine, tenant, id)? {
-            out.push(a);
-        }
-    }
+    let mut out = read_alerts(engine, tenant, &states)?;
     out.sort_by(|a, b| b.fired_at.cmp(&a.fired_at).then(b.id.cmp(&a.id)));
     Ok(out)
+}
+
+/// The alerts whose state facts these are, each read whole.
+fn read_alerts(engine: &Engine, tenant: &str, states: &[Fact]) -> Result<Vec<Alert>, EngineError> {
+    let ids = states.iter().filter_map(|f| f.subject.strip_prefix(ALERT_PREFIX).and_then(|s| Uuid::parse_str(s).ok()));
+    ids.filter_map(|id| get(engine, tenant, id).transpose()).collect()
 }
 
 /// Every open or acked alert of the tenant, newest first, however many
@@ -155,10 +155,7 @@ pub fn unresolved(engine: &Engine, tenant: &str) -> Result<Vec<Alert>, EngineErr
     for state in [OPEN, ACKED] {
         let q = FactQuery { predicate: Some(STATE.to_string()), object: Some(json!(state)), ..Default::default() };
         let (states, _) = collect(engine, tenant, &q, usize::MAX)?;
-        for f in states {
-            let Some(id) = f.subject.strip_prefix(ALERT_PREFIX).and_then(|s| Uuid::parse_str(s).ok()) else { continue };
-            out.extend(get(engine, tenant, id)?.filter(Alert::is_unresolved));
-        }
+        out.extend(read_alerts(engine, tenant, &states)?.into_iter().filter(Alert::is_unresolved));
     }
     out.sort_by(|a, b| b.fired_at.cmp(&a.fired_at).then(b.id.cmp(&a.id)));
     Ok(out)
