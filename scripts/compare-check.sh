@@ -49,8 +49,15 @@ for check in check_hotkey check_w1; do
     line=$(grep "^$check " "$work/summary.txt") || { echo "missing $check" >&2; exit 1; }
     echo "$line" | grep -q "duplicate_active=0 inverted=0 overlapping=0" || { echo "failed: $line" >&2; exit 1; }
 done
+# Each timed step says what it cost per request in CPU: the server's
+# processes ("server us", 10th column) and the load tool's ("tool us", 11th).
+positive='^[0-9]+\.[0-9]$'
 for w in w0 w2 w4 w1 w3; do
-    grep -q "^$w  *tempora " "$work/summary.txt" || { echo "missing $w" >&2; exit 1; }
+    line=$(grep "^$w  *tempora " "$work/summary.txt") || { echo "missing $w" >&2; exit 1; }
+    server_us=$(echo "$line" | awk '{print $10}')
+    tool_us=$(echo "$line" | awk '{print $11}')
+    [[ "$server_us" =~ $positive && "$server_us" != 0.0 ]] || { echo "no server CPU per request: $line" >&2; exit 1; }
+    [[ "$tool_us" =~ $positive && "$tool_us" != 0.0 ]] || { echo "no tool CPU per request: $line" >&2; exit 1; }
 done
 
 # The reads again on the store the run left, as when comparing builds of the
@@ -61,7 +68,8 @@ done
 # and every round is in the results file.
 echo "== tempora-load compare --systems tempora --size 1000 --reads-only --warm --rounds 2"
 "$BIN/tempora-load" compare --systems tempora --size 1000 --duration 1 --warmup 0 --reads-only --settle-max-secs 5 \
-    --warm --rounds 2 --tempora-url "http://$addr" --tempora-data "$work/data" --out "$work/reads.jsonl" \
+    --warm --rounds 2 --tempora-url "http://$addr" --tempora-data "$work/data" --tempora-pid "$server" \
+    --out "$work/reads.jsonl" \
     | tee "$work/reads.txt"
 for w in w0 w2 w4 w3; do
     line=$(grep "^$w  *tempora " "$work/reads.txt") || { echo "missing $w in --reads-only" >&2; exit 1; }

@@ -101,25 +101,22 @@ fn file_cached_bytes(file: &std::fs::File, len: u64) -> Result<u64> {
     Ok(resident.iter().filter(|&&b| b & 1 == 1).count() as u64 * page)
 }
 
-/// The proportional set size (PSS) of a server: the process `pid` and all
-/// its descendants (PostgreSQL's backends are children of the postmaster),
-/// or, without a pid, every process named `name`. Memory shared between a
-/// server's processes (PostgreSQL's shared buffers) counts once, not once per
-/// process. `None` when no such process is seen.
-pub fn memory_bytes(pid: Option<u32>, name: &str) -> Option<u64> {
+/// A server's processes: `pid` and all its descendants (PostgreSQL's
+/// backends are children of the postmaster), or, without a pid, every
+/// process named `name`. `None` when `/proc` cannot be read.
+fn server_processes(pid: Option<u32>, name: &str) -> Option<Vec<u32>> {
     let procs: Vec<(u32, u32, String)> = std::fs::read_dir("/proc")
         .ok()?
         .flatten()
         .filter_map(|e| {
             let pid: u32 = e.file_name().to_str()?.parse().ok()?;
             let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-            // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
-            let (comm, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+            let (comm, rest) = split_stat(&stat)?;
             let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
             Some((pid, ppid, comm.to_string()))
         })
         .collect();
-    let chosen: Vec<u32> = match pid {
+    Some(match pid {
         Some(root) => {
             let mut tree = vec![root];
             let mut i = 0;
@@ -131,9 +128,23 @@ pub fn memory_bytes(pid: Option<u32>, name: &str) -> Option<u64> {
             tree
         }
         None => procs.iter().filter(|p| p.2 == name).map(|p| p.0).collect(),
-    };
+    })
+}
+
+/// `/proc/PID/stat` as (comm, the fields after it, from the state on).
+/// `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so it
+/// ends at the last ") ".
+fn split_stat(stat: &str) -> Option<(&str, &str)> {
+    stat.split_once(" (")?.1.rsplit_once(") ")
+}
+
+/// The proportional set size (PSS) of a server's processes (see
+/// [`server_processes`]). Memory shared between a server's processes
+/// (PostgreSQL's shared buffers) counts once, not once per process. `None`
+/// when no such process is seen.
+pub fn memory_bytes(pid: Option<u32>, name: &str) -> Option<u64> {
     let mut total = None;
-    for p in chosen {
+    for p in server_processes(pid, name)? {
         let Ok(rollup) = std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")) else { continue };
         let pss_kb = rollup
             .lines()
@@ -144,6 +155,43 @@ pub fn memory_bytes(pid: Option<u32>, name: &str) -> Option<u64> {
         }
     }
     total
+}
+
+/// CPU seconds a server's processes (see [`server_processes`]) have used,
+/// user and system, with those of their children that have exited. Two
+/// readings give what the server spent in between, whichever of its
+/// processes spent it: a PostgreSQL backend that exits is reaped by the
+/// postmaster, and its time moves into the postmaster's children's time;
+/// threads that have ended still count in their process. `None` when no
+/// such process is seen.
+pub fn server_cpu_seconds(pid: Option<u32>, name: &str) -> Option<f64> {
+    let mut ticks = None;
+    for p in server_processes(pid, name)? {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+        if let Some(t) = cpu_ticks_in(&stat) {
+            *ticks.get_or_insert(0) += t;
+        }
+    }
+    ticks.map(|t| t as f64 / USER_HZ)
+}
+
+/// CPU seconds this process (the load tool, every thread) has used.
+pub fn own_cpu_seconds() -> Option<f64> {
+    cpu_ticks_in(&std::fs::read_to_string("/proc/self/stat").ok()?).map(|t| t as f64 / USER_HZ)
+}
+
+/// Clock ticks per second of `/proc`'s CPU times on Linux.
+const USER_HZ: f64 = 100.0;
+
+/// utime + stime + cutime + cstime (fields 14-17) of a `/proc/PID/stat` line.
+fn cpu_ticks_in(stat: &str) -> Option<u64> {
+    let (_, rest) = split_stat(stat)?;
+    // `rest` begins at field 3 (state), so fields 14-17 are its 11th to 14th.
+    let fields: Vec<&str> = rest.split_whitespace().skip(11).take(4).collect();
+    if fields.len() < 4 {
+        return None;
+    }
+    fields.iter().map(|f| f.parse::<u64>().ok()).sum()
 }
 
 /// Busy CPU (in cores) below which the machine counts as quiet.
@@ -232,9 +280,8 @@ impl Activity {
     pub fn since(&self, earlier: &Activity) -> Busy {
         let (Some(t1), Some(t0)) = (self.at, earlier.at) else { return Busy::default() };
         let secs = t1.duration_since(t0).as_secs_f64().max(1e-3);
-        let hz = 100.0; // USER_HZ: /proc/stat counts in hundredths of a second on Linux
         let cores = match (self.busy_ticks, earlier.busy_ticks) {
-            (Some(b1), Some(b0)) => b1.saturating_sub(b0) as f64 / hz / secs,
+            (Some(b1), Some(b0)) => b1.saturating_sub(b0) as f64 / USER_HZ / secs,
             _ => 0.0,
         };
         let disk = self
@@ -307,6 +354,45 @@ mod tests {
         assert_eq!(busy_ticks_in(stat), Some(100 + 5 + 50 + 3 + 4));
         assert_eq!(busy_ticks_in("intr 1 2 3\n"), None);
         assert!(busy_ticks().is_some(), "this machine's /proc/stat");
+    }
+
+    #[test]
+    fn cpu_time_is_user_and_system_with_exited_children() {
+        // comm with spaces and parentheses; utime 7, stime 11, cutime 13, cstime 17.
+        let stat = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 7 11 13 17 20 0 1 0 5 6 7";
+        assert_eq!(cpu_ticks_in(stat), Some(7 + 11 + 13 + 17));
+        assert_eq!(cpu_ticks_in("4242 (a) S 1 4242 4242 0 -1 4194560 100 0 0 0 7 11"), None);
+    }
+
+    #[test]
+    fn a_server_keeps_the_time_of_the_children_it_reaped() {
+        // A shell whose child burns CPU and exits before the reading: its
+        // time is then only in the shell's children's time.
+        let done = std::env::temp_dir().join(format!("tempora-load-reaped-{}", std::process::id()));
+        let _ = std::fs::remove_file(&done);
+        let script = format!(
+            "(i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done); touch {}; exec sleep 30",
+            done.display()
+        );
+        let mut shell = std::process::Command::new("sh").arg("-c").arg(&script).spawn().unwrap();
+        while !done.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let live = server_processes(Some(shell.id()), "").unwrap();
+        let cpu = server_cpu_seconds(Some(shell.id()), "unused");
+        shell.kill().unwrap();
+        shell.wait().unwrap();
+        std::fs::remove_file(&done).unwrap();
+        assert_eq!(live, vec![shell.id()], "the burning child has exited");
+        assert!(cpu.unwrap() >= 0.05, "the reaped child's time counts: {cpu:?}");
+
+        let before = own_cpu_seconds().unwrap();
+        let started = std::time::Instant::now();
+        let mut x = 0u64;
+        while started.elapsed() < std::time::Duration::from_millis(200) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+        }
+        assert!(own_cpu_seconds().unwrap() - before >= 0.1, "the load tool's own time");
     }
 
     #[test]

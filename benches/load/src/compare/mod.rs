@@ -102,8 +102,9 @@ pub struct CompareArgs {
     pub postgres_data: Option<std::path::PathBuf>,
     #[arg(long)]
     pub mariadb_data: Option<std::path::PathBuf>,
-    /// Server processes, for their memory (with their children); without
-    /// one, every process named `tempora`, `postgres` or `mariadbd` counts.
+    /// Server processes, for their memory and CPU time (with their
+    /// children's); without one, every process named `tempora`, `postgres`
+    /// or `mariadbd` counts.
     #[arg(long)]
     pub tempora_pid: Option<u32>,
     #[arg(long)]
@@ -293,12 +294,13 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         }
     }
     for s in &systems {
-        let (started, before) = (Instant::now(), measure::Activity::now());
+        let (started, before, cpu_before) = (Instant::now(), measure::Activity::now(), Cpu::now(s.kind(), &args));
         s.bulk_load(args.size, args.bulk_streams).await?;
         let secs = started.elapsed().as_secs_f64();
         let busy = measure::Activity::now().since(&before);
+        let cpu = Cpu::now(s.kind(), &args).since(&cpu_before);
         let v = json!({"facts": args.size, "seconds": secs, "throughput_per_s": args.size as f64 / secs,
-            "cpu_cores": busy.cores, "disk_busy": busy.disk});
+            "cpu_cores": busy.cores, "disk_busy": busy.disk, "server_cpu_s": cpu.server, "tool_cpu_s": cpu.tool});
         run.record_settled(s.kind(), "w5", v).await?;
     }
     for w in [Workload::W0, Workload::W2, Workload::W4] {
@@ -413,9 +415,11 @@ async fn timed(system: &System, w: Workload, args: &CompareArgs) -> Result<Value
     measuring.store(true, Ordering::Relaxed);
     let t0 = Instant::now();
     let before = measure::Activity::now();
+    let cpu_before = Cpu::now(system.kind(), args);
     tokio::time::sleep(Duration::from_secs(args.duration)).await;
     measuring.store(false, Ordering::Relaxed);
     let busy = measure::Activity::now().since(&before);
+    let cpu = Cpu::now(system.kind(), args).since(&cpu_before);
     let elapsed = t0.elapsed().as_secs_f64();
     let (errors_after, wrong_after) = (errors.load(Ordering::Relaxed), wrong.load(Ordering::Relaxed));
     stop.store(true, Ordering::Relaxed);
@@ -438,7 +442,30 @@ async fn timed(system: &System, w: Workload, args: &CompareArgs) -> Result<Value
         "max_ms": total.max() as f64 / 1000.0,
         "cpu_cores": busy.cores,
         "disk_busy": busy.disk,
+        "server_cpu_s": cpu.server,
+        "tool_cpu_s": cpu.tool,
     }))
+}
+
+/// CPU seconds used so far by a system's server processes and by this tool.
+/// Over a step they split the machine's busy time between the server and
+/// the client: on two cores shared by both, every CPU-second a client
+/// spends on its protocol is one its server does not get.
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    server: Option<f64>,
+    tool: Option<f64>,
+}
+
+impl Cpu {
+    fn now(k: Kind, args: &CompareArgs) -> Cpu {
+        Cpu { server: measure::server_cpu_seconds(args.pid(k), k.process()), tool: measure::own_cpu_seconds() }
+    }
+
+    fn since(&self, earlier: &Cpu) -> Cpu {
+        let diff = |a: Option<f64>, b: Option<f64>| Some(a? - b?);
+        Cpu { server: diff(self.server, earlier.server), tool: diff(self.tool, earlier.tool) }
+    }
 }
 
 /// The rounds of one step on one system: the median round (by throughput;
@@ -475,9 +502,9 @@ fn summarise(results: &[Value]) {
         Rounds::of(results.iter().filter(|r| r["system"] == system && r["workload"] == workload).collect())
     };
     println!(
-        "{:<8} {:<9} {:>12} {:>13} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9} {:>6} {:>6} {:>10}",
+        "{:<8} {:<9} {:>12} {:>13} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10}",
         "workload", "system", "per s", "range per s", "p50 ms", "p99 ms", "errors", "retries", "tempora/this",
-        "settle s", "cores", "disk %", "cached MB"
+        "server us", "tool us", "settle s", "cores", "disk %", "cached MB"
     );
     for w in ["hotkey", "w5", "w0", "w2", "w4", "w1", "w3"] {
         let base = rounds("tempora", w).and_then(|r| r.median["throughput_per_s"].as_f64());
@@ -489,13 +516,20 @@ fn summarise(results: &[Value]) {
             let f = |k: &str| r[k].as_f64().map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
             // The writes settle after their check, which is recorded apart.
             let settled = get(s, &format!("check_{w}")).unwrap_or(r)["settle_s"].as_f64();
+            // CPU microseconds per operation (per fact for W5) over the step.
+            let per_op = |k: &str| {
+                let ops = tput * r["seconds"].as_f64().unwrap_or(0.0);
+                r[k].as_f64().filter(|_| ops > 0.0).map(|cpu| format!("{:.1}", cpu * 1e6 / ops))
+            };
             println!(
-                "{w:<8} {s:<9} {tput:>12.0} {:>13} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9} {:>6} {:>6} {:>10}",
+                "{w:<8} {s:<9} {tput:>12.0} {:>13} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10}",
                 all.range(),
                 f("p50_ms"),
                 f("p99_ms"),
                 r["errors"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
                 r["retries"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+                per_op("server_cpu_s").unwrap_or_else(|| "-".into()),
+                per_op("tool_cpu_s").unwrap_or_else(|| "-".into()),
                 settled.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
                 f("cpu_cores"),
                 r["disk_busy"].as_f64().map(|v| format!("{:.0}", v * 100.0)).unwrap_or_else(|| "-".into()),
