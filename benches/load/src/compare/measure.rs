@@ -375,7 +375,12 @@ mod tests {
             done.display()
         );
         let mut shell = std::process::Command::new("sh").arg("-c").arg(&script).spawn().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while !done.exists() {
+            if std::time::Instant::now() > deadline {
+                shell.kill().unwrap();
+                panic!("the shell's child did not finish in 60 s");
+            }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         let live = server_processes(Some(shell.id()), "").unwrap();
@@ -386,13 +391,22 @@ mod tests {
         assert_eq!(live, vec![shell.id()], "the burning child has exited");
         assert!(cpu.unwrap() >= 0.05, "the reaped child's time counts: {cpu:?}");
 
-        let before = own_cpu_seconds().unwrap();
-        let started = std::time::Instant::now();
+        // This thread spins for 200 ms of its own CPU time (not wall time,
+        // which a busy machine stretches): the process's time grows by at
+        // least as much, give or take a clock tick.
+        let thread_cpu = || {
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: `ts` is a valid timespec for the call to fill.
+            assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) }, 0);
+            ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+        };
+        let (before, spin_from) = (own_cpu_seconds().unwrap(), thread_cpu());
         let mut x = 0u64;
-        while started.elapsed() < std::time::Duration::from_millis(200) {
+        while thread_cpu() - spin_from < 0.2 {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
         }
-        assert!(own_cpu_seconds().unwrap() - before >= 0.1, "the load tool's own time");
+        let grew = own_cpu_seconds().unwrap() - before;
+        assert!(grew >= 0.2 - 2.0 / USER_HZ, "the load tool's own time grew by {grew} s");
     }
 
     #[test]
