@@ -317,7 +317,6 @@ pub fn runs(engine: &Engine, tenant: &str, report: &Report, limit: usize) -> Res
         });
     }
     out.sort_by(|a, b| b.ran_at.cmp(&a.ran_at).then(b.id.cmp(&a.id)));
-    out.truncate(limit);
     Ok(out)
 }
 
