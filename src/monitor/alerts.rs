@@ -251,7 +251,10 @@ pub fn scan(engine: &Engine, tenant: &str, window_ms: u64, baseline_windows: u64
             for ev in &ch.events {
                 match ev {
                     // Only a changed value is drift: a confirmation of the same
-                    // value closes the older copy too.
+                    // value closes the older copy too. The test stays inside the
+                    // arm: in the guard, an unchanged value would fall through
+                    // to the next arm and count as the monitor's own fact.
+                    #[allow(clippy::collapsible_match)]
                     LoggedEvent::Assert { subject, changed, .. } if !is_monitor_subject(subject) => {
                         if *changed > 0 {
                             *st.buckets.entry(b).or_default() += *changed as u64;

@@ -99,7 +99,8 @@ impl Journal {
     pub fn open(dir: &Path, name: &str) -> std::io::Result<(Journal, Vec<Record>)> {
         let path = dir.join(name);
         let created = !path.exists();
-        let mut file = File::options().read(true).write(true).create(true).open(&path)?;
+        // Never truncated: the records already in the file are what `open` replays.
+        let mut file = File::options().read(true).write(true).create(true).truncate(false).open(&path)?;
         if created {
             File::open(dir)?.sync_all()?;
         }

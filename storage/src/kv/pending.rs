@@ -396,7 +396,10 @@ mod tests {
         }
     }
 
-    fn batch(ops: &[(&str, &[u8], Option<&[u8]>)]) -> WriteBatch {
+    /// One test write: how (`"new"` for `put_new`, anything else for `put`), key, and value (none: a delete).
+    type Op<'a> = (&'a str, &'a [u8], Option<&'a [u8]>);
+
+    fn batch(ops: &[Op]) -> WriteBatch {
         let mut b = WriteBatch::default();
         for (how, key, value) in ops {
             match (*how, value) {

@@ -193,7 +193,7 @@ fn read_chunk(table: &Table, after: Option<&[u8]>, stop: &dyn Fn() -> bool) -> R
     let range = table.range::<&[u8]>((lo, Bound::Unbounded)).map_err(redb::Error::from)?;
     let mut chunk = Chunk { read: 0, last: None, stopped: false };
     for entry in range.take(CHUNK) {
-        if chunk.read % STOP_EVERY == 0 && stop() {
+        if chunk.read.is_multiple_of(STOP_EVERY) && stop() {
             chunk.stopped = true;
             return Ok(chunk);
         }
