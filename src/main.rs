@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use tempora::config::{Config, DurabilitySetting, LogFormat, Overrides};
 
 /// jemalloc instead of the system allocator: with glibc malloc the storage
-/// engine slows down as the heap fragments (docs/performance.md, problem 2).
+/// engine slows down as the heap fragments (docs/performance.md, "The allocator").
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
