@@ -131,7 +131,7 @@ def _fix_connector(body):
     if isinstance(body.get("label"), str):
         body["label"] = body["label"][:200]
     # No url at all: a pull would send the server to a generated host, and
-    # 502/504 is then the right answer. tests/http_connectors.rs drives pulls
+    # 502/504 is then the right answer. tests/it/http_connectors.rs drives pulls
     # (and their failures) against a real local source.
     body.pop("url", None)
     body.pop("every_secs", None)
@@ -185,11 +185,11 @@ def before_call(ctx, case, kwargs):
     if key == ("POST", "/api/ask") and isinstance(case.body, dict):
         # No outbound model calls while fuzzing (positive or negative cases): a generated
         # base_url sends the server to random hosts, and 502/504 is then the right answer.
-        # tests/http_recall.rs drives the model path against a real local OpenAI-compatible
+        # tests/it/http_recall.rs drives the model path against a real local OpenAI-compatible
         # server, including its failures.
         case.body.pop("model", None)
     if key == ("POST", "/api/digest") and isinstance(case.body, dict):
-        # The same for the digest's three model configs (tests/http_digest.rs drives them
+        # The same for the digest's three model configs (tests/it/http_digest.rs drives them
         # against the local OpenAI-compatible server).
         for field in ("model", "extract_model", "judge_model"):
             case.body.pop(field, None)

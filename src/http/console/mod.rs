@@ -45,7 +45,7 @@ macro_rules! asset {
 
 const JS: &str = "text/javascript; charset=utf-8";
 
-/// Every file of `assets/` but the page (`tests/console.rs` checks that
+/// Every file of `assets/` but the page (`tests/it/console.rs` checks that
 /// none is missing).
 pub const ASSETS: &[Asset] = &[
     asset!("console.css", "text/css; charset=utf-8"),

@@ -5,9 +5,7 @@
 //! tenants never see each other's reports, and a scheduled report runs by
 //! itself.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

@@ -2,9 +2,7 @@
 //! worked example, reads, history, retraction, batches, predicates, filters,
 //! pagination, the operational routes, the error envelope and idempotency.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::collections::HashSet;

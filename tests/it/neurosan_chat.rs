@@ -6,10 +6,8 @@
 //! model that fails or loops), `sly_data` upstream rules, clear errors, and
 //! cancellation when the client goes away.
 
-mod common;
-
-use common::fake_llm::FakeLlm;
-use common::*;
+use crate::common::fake_llm::FakeLlm;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! over a real socket, a small SSE frame reader, and a local
 //! OpenAI-compatible model endpoint (`fake_llm`).
 //!
-//! Every test binary includes this module and uses a different subset of it.
+//! Declared once in `tests/it/main.rs`; each test module uses a different subset of it.
 #![allow(dead_code)]
 
 pub mod fake_llm;

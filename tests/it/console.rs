@@ -5,9 +5,7 @@
 //! data as markup, or imports a module from elsewhere. The console in a
 //! browser is tested by scripts/console-e2e.sh.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reqwest::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LOCATION};
 use reqwest::redirect::Policy;
 use std::path::{Path, PathBuf};

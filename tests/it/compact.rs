@@ -4,9 +4,7 @@
 //! before (current, rewound, history, search) and goes on taking writes.
 //! Also the refusals: a store in use, a missing directory.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

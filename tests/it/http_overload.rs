@@ -5,9 +5,8 @@
 //! 429. Bounds here are generous on purpose: speed figures belong to
 //! `tempora-load overload`, not to a test.
 
-mod common;
-
-use common::*;
+use crate::common;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::json;
 use std::time::{Duration, Instant};

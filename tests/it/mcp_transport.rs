@@ -2,9 +2,7 @@
 //! clients rely on (docs/mcp.md), auth and non-disclosure, Origin, the
 //! namespace pin, idempotent writes, and every tool end to end.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

@@ -10,10 +10,9 @@
 //! the test's thread, and HTTP/2's graceful close needs the client's
 //! connection tasks to keep running meanwhile.
 
-mod common;
-
-use common::grpc::{self, channel, expect_code, request};
-use common::*;
+use crate::common;
+use crate::common::grpc::{self, channel, expect_code, request};
+use crate::common::*;
 use serde_json::{json, Map, Value};
 use std::path::Path;
 use std::time::Duration;

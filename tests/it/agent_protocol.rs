@@ -5,9 +5,8 @@
 //! refused), tenancy, the task's history as facts, and a restart in the
 //! middle of a task.
 
-mod common;
-
-use common::*;
+use crate::common;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 

@@ -7,9 +7,7 @@
 //! `TEMPORA_KILL_ROUNDS` sets the number of kills (10 by default, as in CI;
 //! the soak in docs/operations.md runs 50).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};

@@ -5,10 +5,8 @@
 //! failures write nothing, the key never leaks), idempotent replay, tenant
 //! isolation, request errors, and pages in context packets.
 
-mod common;
-
-use common::fake_llm::{self, FakeLlm};
-use common::*;
+use crate::common::fake_llm::{self, FakeLlm};
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};

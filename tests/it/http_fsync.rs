@@ -12,9 +12,7 @@
 //! Needs `strace` (scripts/test installs it). Attaching needs ptrace rights
 //! over the server: root, or `kernel.yama.ptrace_scope` 0.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use std::collections::HashMap;
 use std::process::{Command, Stdio};

@@ -5,9 +5,7 @@
 //! starts over, written again from its start, and a kill -9 after many
 //! checkpoints loses no acknowledged write.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use std::path::Path;
 

@@ -3,9 +3,7 @@
 //! in turn, every thread serves its share, and the server still stops
 //! cleanly with kept-alive connections open on them.
 
-mod common;
-
-use common::Server;
+use crate::common::Server;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;

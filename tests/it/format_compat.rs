@@ -9,9 +9,7 @@
 //! format 7 records; a directory of a newer format is refused with a clear
 //! message and left as it was.
 
-mod common;
-
-use common::copy_dir;
+use crate::common::copy_dir;
 use std::path::{Path, PathBuf};
 use tempora_storage::kv::{Keyspace, OrderedKv, SledKv, WriteBatch};
 use tempora_storage::*;

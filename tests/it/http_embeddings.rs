@@ -3,10 +3,8 @@
 //! whose bag-of-words vectors make synonyms (`employer` ~ `works_at`)
 //! similar without sharing a word.
 
-mod common;
-
-use common::fake_llm::{self, FakeLlm};
-use common::*;
+use crate::common::fake_llm::{self, FakeLlm};
+use crate::common::*;
 use serde_json::{json, Value};
 use std::future::Future;
 use std::path::Path;

@@ -3,9 +3,7 @@
 //! built-in `memory` network, networks loaded from a directory (a broken
 //! file does not stop the server), reload on SIGHUP, and keyed mode.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::Value;
 use std::path::Path;

@@ -11,9 +11,8 @@
 //! document: a route added without a row here fails
 //! `every_route_has_a_matrix_row`.
 
-mod common;
-
-use common::*;
+use crate::common;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -686,7 +685,7 @@ async fn with_host_binding_a_key_on_another_tenants_host_is_nobody() {
 /// `src/http/mod.rs` and `src/agent_protocol/mod.rs`.
 fn declared_routes() -> BTreeSet<(String, String)> {
     let mut out = BTreeSet::new();
-    for src in [include_str!("../src/http/mod.rs"), include_str!("../src/agent_protocol/mod.rs")] {
+    for src in [include_str!("../../src/http/mod.rs"), include_str!("../../src/agent_protocol/mod.rs")] {
         let mut rest = src;
         while let Some(i) = rest.find(".route(") {
             rest = &rest[i + ".route(".len()..];
@@ -776,7 +775,7 @@ async fn every_route_has_a_matrix_row() {
 
 mod grpc {
     use super::*;
-    use common::grpc::{channel, streaming};
+    use crate::common::grpc::{channel, streaming};
     use tempora::neurosan::grpc::pb;
     use tonic::transport::Channel;
     use tonic::{Code, Status};

@@ -2,9 +2,7 @@
 //! event with `id:` = tx, resuming with `Last-Event-ID` without gaps or
 //! repeats, tenant scoping, and a clean end when the server stops.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

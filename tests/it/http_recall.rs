@@ -3,10 +3,8 @@
 //! endpoint), including time travel, bounds, request errors and tenant
 //! isolation in keyed mode.
 
-mod common;
-
-use common::fake_llm::{self, FakeLlm, SLOW};
-use common::*;
+use crate::common::fake_llm::{self, FakeLlm, SLOW};
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};

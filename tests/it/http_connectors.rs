@@ -6,14 +6,12 @@
 //! and redirect tricks, with the loopback allowlist on for the positive
 //! cases), pull limits, scheduled pulls, and tenant isolation.
 
-mod common;
-
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use common::*;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::collections::HashMap;

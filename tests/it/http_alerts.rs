@@ -5,10 +5,8 @@
 //! never see or ack each other's alerts; the background task evaluates by
 //! itself.
 
-mod common;
-
-use common::fake_llm::FakeLlm;
-use common::*;
+use crate::common::fake_llm::FakeLlm;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

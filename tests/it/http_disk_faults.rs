@@ -6,9 +6,7 @@
 //! The data directory is on a small tmpfs mounted for the test, so this needs
 //! root (as CI runs); elsewhere the test says so and does nothing.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};

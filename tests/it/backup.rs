@@ -4,9 +4,7 @@
 //! tenant, with its search index rebuilt. Also the refusals: a tenant key,
 //! a store in use, a non-empty target, a damaged file.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Output;

@@ -3,9 +3,7 @@
 //! the client), errors and limits, keyed mode, concurrency, restarts, and
 //! queries stored as conversations.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tempora::neurodock::framing::{encode, Decoder, Item};

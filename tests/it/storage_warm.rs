@@ -3,9 +3,7 @@
 //! page cache by itself, with no request asking, and with the setting off it
 //! does not.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 

@@ -9,10 +9,8 @@
 //! Timeouts are configured small and the assertions give them generous
 //! room: what is tested is that the server closes, not how punctually.
 
-mod common;
-
-use common::fake_llm::{FakeLlm, SLOW};
-use common::*;
+use crate::common::fake_llm::{FakeLlm, SLOW};
+use crate::common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use tempora::neurodock::framing::{encode, Decoder, Item};

@@ -3,9 +3,7 @@
 //! after kill -9 or the loss of its directory, `tempora reindex`, and the
 //! request errors.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::time::Duration;

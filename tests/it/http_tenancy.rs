@@ -3,9 +3,7 @@
 //! changes another tenant's data, admins read any tenant, session cookies,
 //! host binding, and idempotency keys per tenant.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::time::Duration;
