@@ -2,7 +2,7 @@
 //! Schema counts them, and optional fields that may be left out but not sent
 //! as `null`.
 
-use serde::de::{Deserialize, Deserializer};
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 
 /// A JSON value's kind as a message names it ("an array", "null").
 pub fn kind_name(v: &serde_json::Value) -> &'static str {
@@ -58,3 +58,24 @@ impl<'de> Deserialize<'de> for JsonInt {
     }
 }
 
+/// A body that must be a JSON object. serde's derived `Deserialize` for a
+/// struct also accepts a JSON array of the fields in declaration order, so
+/// without this `["Person:a", "likes", "x"]` would be stored as a fact.
+#[derive(Debug)]
+pub struct Object<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct OnlyMap<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for OnlyMap<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(OnlyMap(std::marker::PhantomData)).map(Object)
+    }
+}

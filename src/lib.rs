@@ -28,3 +28,4 @@ pub mod outbound;
 pub mod recall;
 pub mod search;
 pub mod server;
+pub mod service;

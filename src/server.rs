@@ -4,6 +4,7 @@ use crate::auth::Auth;
 use crate::config::{Config, DurabilitySetting, Listen, StorageBackendSetting};
 use crate::http::{AppState, Shared};
 use crate::memory::Memory;
+use crate::service::{Parts, Service};
 use crate::metrics::Metrics;
 use anyhow::{Context, Result};
 use std::future::Future;
@@ -93,7 +94,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         registry
     };
     let hangup_task = tokio::spawn(reload_on_hangup(agents.clone(), stop_rx.clone()));
-    let state = AppState::new(Shared {
+    let service = Service::new(Parts {
         agents,
         memory_llm: cfg.memory_llm.clone().map(Arc::new),
         connectors,
@@ -102,12 +103,15 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         limits: cfg.limits.clone(),
         metrics,
         search,
-        sse_subscribers,
-        in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_in_flight)),
         shutdown: stop_rx,
         llm,
-        mcp_allowed_origins: Arc::new(cfg.mcp_allowed_origins.clone()),
         monitor: crate::monitor::Monitor::new(cfg.monitor.clone()),
+    });
+    let state = AppState::new(Shared {
+        service: service.clone(),
+        sse_subscribers,
+        in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_in_flight)),
+        mcp_allowed_origins: Arc::new(cfg.mcp_allowed_origins.clone()),
     });
 
     // The listener and the threads its connections are served on, started
@@ -174,11 +178,11 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         let stopping = async move {
             let _ = stop.wait_for(|stop| *stop).await;
         };
-        tokio::spawn(crate::neurosan::grpc::serve(listener, state.clone(), stopping))
+        tokio::spawn(crate::neurosan::grpc::serve(listener, service.clone(), state.in_flight.clone(), stopping))
     });
 
     let tcp_server =
-        tcp.map(|listener| tokio::spawn(crate::neurodock::serve(listener, state.clone(), stop_tx.subscribe())));
+        tcp.map(|listener| tokio::spawn(crate::neurodock::serve(listener, service.clone(), stop_tx.subscribe())));
 
     shutdown.await;
     tracing::info!("shutting down: draining requests");

@@ -8,7 +8,7 @@
 
 use super::error::ApError;
 use super::store::{self, Artifact, Facts};
-use crate::http::AppState;
+use crate::service::Service;
 use crate::memory::blocking;
 use axum::body::{Body, Bytes};
 use axum::extract::multipart::{MultipartError, MultipartRejection};
@@ -42,7 +42,7 @@ pub fn context_key(tenant: &str, task: &str) -> Vec<u8> {
 }
 
 /// The most an artifact may hold: the server's `max_body_bytes`.
-pub fn max_bytes(st: &AppState) -> usize {
+pub fn max_bytes(st: &Service) -> usize {
     st.limits.max_body_bytes
 }
 
@@ -93,7 +93,7 @@ pub fn check_file_name(name: &str) -> Result<String, ApError> {
 /// Stores `bytes` as a new artifact of `task_id` (made by `step_id`, when
 /// given) and returns it: the chunks first, then the facts.
 pub async fn create(
-    st: &AppState,
+    st: &Service,
     tenant: &str,
     task_id: &str,
     step_id: Option<&str>,
@@ -239,7 +239,7 @@ pub async fn parse_upload(content_type: &[u8], body: Bytes, max: usize) -> Resul
 }
 
 /// The artifact's bytes as a streamed body, read chunk by chunk.
-pub fn download(st: &AppState, tenant: &str, a: &Artifact) -> Body {
+pub fn download(st: &Service, tenant: &str, a: &Artifact) -> Body {
     let engine = st.memory.engine().clone();
     let (tenant, id, n) = (tenant.to_string(), a.id.clone(), a.chunks as u32);
     let chunks = futures_util::stream::unfold(0u32, move |i| {

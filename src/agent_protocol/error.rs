@@ -4,6 +4,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use crate::service::ServiceError;
 use serde_json::json;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,18 +42,29 @@ impl IntoResponse for ApError {
     }
 }
 
-impl From<crate::http::error::ApiError> for ApError {
-    fn from(e: crate::http::error::ApiError) -> ApError {
-        match e.status {
-            StatusCode::NOT_FOUND => ApError::hidden(),
-            StatusCode::BAD_REQUEST => ApError::unprocessable(e.message),
-            status => ApError::new(status, e.message),
-        }
+impl From<ServiceError> for ApError {
+    /// The service's errors on the Agent Protocol (the table in
+    /// `service/error.rs`): input that cannot be processed is 422, anything
+    /// not found (or not the caller's) the protocol's 404.
+    fn from(e: ServiceError) -> ApError {
+        let status = match &e {
+            ServiceError::NotFound(_) => return ApError::hidden(),
+            ServiceError::Invalid(_) | ServiceError::Conflict(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ServiceError::FailedPrecondition(_) => StatusCode::CONFLICT,
+            ServiceError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ServiceError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ServiceError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ServiceError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            ServiceError::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ServiceError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApError::new(status, e.message())
     }
 }
 
 impl From<tempora_storage::EngineError> for ApError {
     fn from(e: tempora_storage::EngineError) -> ApError {
-        crate::http::error::ApiError::from(e).into()
+        ServiceError::from(e).into()
     }
 }

@@ -13,13 +13,11 @@ pub mod routes;
 pub mod step;
 pub mod store;
 
-use crate::http::AppState;
-use axum::routing::get;
-use axum::Router;
+use crate::http::{get, AppState, Routes};
 
-/// The `/ap/v1` routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
+/// The `/ap/v1` routes (merged into the listener's table, `crate::http::route_table`).
+pub fn router() -> Routes<AppState> {
+    Routes::new()
         .route("/ap/v1/agent/tasks", get(routes::list_tasks).post(routes::create_task))
         .route("/ap/v1/agent/tasks/{task_id}", get(routes::get_task))
         .route("/ap/v1/agent/tasks/{task_id}/steps", get(routes::list_steps).post(routes::execute_step))

@@ -6,7 +6,6 @@ use super::artifacts;
 use super::error::ApError;
 use super::step::{self, StepRequest};
 use super::store::{self, Facts, Page, Reader};
-use crate::http::extract::Caller;
 use crate::http::AppState;
 use axum::body::Bytes;
 use axum::extract::multipart::MultipartRejection;
@@ -29,7 +28,8 @@ impl FromRequestParts<AppState> for Tenant {
     type Rejection = ApError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApError> {
-        let caller = Caller::from_request_parts(parts, state).await?;
+        let tenant = crate::http::extract::admin_tenant(parts);
+        let caller = state.service.authenticate(&crate::http::extract::credentials(parts, tenant.as_deref()))?;
         Ok(Tenant(caller.tenant()?.to_string()))
     }
 }

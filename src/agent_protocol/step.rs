@@ -23,7 +23,7 @@
 use super::artifacts;
 use super::error::ApError;
 use super::store::{self, Facts, Reader, Step, Task};
-use crate::http::AppState;
+use crate::service::Service;
 use crate::memory::blocking;
 use crate::neurosan::turn::{self, StartError};
 use crate::neurosan::wire::{ChatContext, ChatMessage, ChatRequest, MessageType};
@@ -75,7 +75,7 @@ enum Action {
 }
 
 /// Runs the next step of `task_id` and returns it, completed.
-pub async fn execute(st: &AppState, tenant: &str, task_id: &str, req: StepRequest) -> Result<Step, ApError> {
+pub async fn execute(st: &Service, tenant: &str, task_id: &str, req: StepRequest) -> Result<Step, ApError> {
     let lock = lock_of(tenant, task_id);
     let _held = lock.lock().await;
     let reader = Reader::new(st, tenant);
@@ -190,7 +190,7 @@ pub const INTERRUPTED: &str = "Interrupted: the server stopped while this step r
 /// the task's lock, no step of this process runs, so a `running` step is
 /// one whose process died. Its plan line was not used up (`task.lines_run`
 /// moves only when a step completes), so the next step runs it again.
-async fn close_interrupted(st: &AppState, reader: &Reader, task_id: &str) -> Result<(), ApError> {
+async fn close_interrupted(st: &Service, reader: &Reader, task_id: &str) -> Result<(), ApError> {
     let steps = reader.steps(task_id, 0, usize::MAX).await?.items;
     let stale: Vec<&Step> = steps.iter().filter(|s| s.status == "running").collect();
     if stale.is_empty() {
@@ -227,7 +227,7 @@ fn save_as(extra: Option<&Map<String, Value>>) -> Result<Option<(String, Option<
 
 /// One turn of the task's network, continuing the task's conversation:
 /// the answer, and the error when the turn failed.
-async fn run_turn(st: &AppState, tenant: &str, task: &Task, text: String) -> Result<(String, Option<String>), ApError> {
+async fn run_turn(st: &Service, tenant: &str, task: &Task, text: String) -> Result<(String, Option<String>), ApError> {
     let engine = st.memory.engine().clone();
     let key = artifacts::context_key(tenant, &task.id);
     let stored = blocking({

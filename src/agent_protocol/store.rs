@@ -74,7 +74,7 @@ impl Facts {
     }
 }
 
-pub async fn write(st: &crate::http::AppState, tenant: &str, facts: Facts) -> Result<(), ApError> {
+pub async fn write(st: &crate::service::Service, tenant: &str, facts: Facts) -> Result<(), ApError> {
     if facts.ops.is_empty() {
         return Ok(());
     }
@@ -275,7 +275,7 @@ pub struct Page<T> {
 }
 
 impl Reader {
-    pub fn new(st: &crate::http::AppState, tenant: &str) -> Reader {
+    pub fn new(st: &crate::service::Service, tenant: &str) -> Reader {
         Reader { engine: st.memory.engine().clone(), tenant: tenant.to_string() }
     }
 

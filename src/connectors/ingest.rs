@@ -199,14 +199,14 @@ impl Ingest {
         self.take(cuts).await
     }
 
-    /// The end of the body: the rest is written. `idem` (the scoped key and
-    /// the success status) stores the receipt as the reply to the request's
+    /// The end of the body: the rest is written. `idem` (the scoped key)
+    /// stores the receipt as the reply to the request's
     /// `Idempotency-Key`, in the delivery's last write. `Ok(Err(reply))`:
     /// another delivery under the key finished first; this is its reply.
     /// When the last chunk writes nothing (all unchanged) no reply is
     /// stored: a retry then finds every record unchanged and writes nothing
     /// twice.
-    pub async fn finish(mut self, idem: Option<(Vec<u8>, u16)>) -> Result<Result<Receipt, Vec<u8>>, Stop> {
+    pub async fn finish(mut self, idem: Option<Vec<u8>>) -> Result<Result<Receipt, Vec<u8>>, Stop> {
         let mut cuts = Vec::new();
         if let Some(s) = &mut self.splitter {
             s.finish(&mut cuts);
@@ -290,7 +290,7 @@ impl Ingest {
     /// go in one transaction. If the engine refuses that transaction because
     /// of the data (a strict predicate's conflict), each record is written
     /// alone so only the offending ones are rejected.
-    async fn flush(&mut self, idem: Option<(Vec<u8>, u16)>) -> Result<Option<Vec<u8>>, EngineError> {
+    async fn flush(&mut self, idem: Option<Vec<u8>>) -> Result<Option<Vec<u8>>, EngineError> {
         let pending = std::mem::take(&mut self.pending);
         self.pending_facts = 0;
         let engine = Arc::clone(self.memory.engine());
@@ -322,7 +322,7 @@ impl Ingest {
             return Ok(None);
         }
         let ops: Vec<WriteOp> = pending.iter().flat_map(|p| p.facts.iter().cloned().map(WriteOp::Assert)).collect();
-        let idem = idem.map(|(key, status)| self.idempotency(key, status));
+        let idem = idem.map(|key| self.idempotency(key));
         match self.memory.write(&self.tenant, ops, idem).await {
             Ok(Ok(out)) => {
                 self.receipt.count(&out);
@@ -349,7 +349,7 @@ impl Ingest {
 
     /// Stores the final receipt with the last write: the receipt so far plus
     /// what that write did.
-    fn idempotency(&self, key: Vec<u8>, status: u16) -> Idempotency {
+    fn idempotency(&self, key: Vec<u8>) -> Idempotency {
         let so_far = self.receipt.clone();
         Idempotency {
             key,
@@ -357,8 +357,7 @@ impl Ingest {
                 let out = r.as_ref().ok()?;
                 let mut receipt = so_far;
                 receipt.count(out);
-                let status = axum::http::StatusCode::from_u16(status).ok()?;
-                Some(crate::http::idempotency::encode(status, &receipt.to_json()))
+                crate::service::idempotency::encode(Ok(&receipt.to_json()))
             }),
         }
     }

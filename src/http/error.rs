@@ -4,7 +4,8 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use tempora_storage::{EngineError, StorageError};
+use crate::service::ServiceError;
+use tempora_storage::EngineError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -55,33 +56,28 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl From<ServiceError> for ApiError {
+    /// The service's errors on the HTTP wire (the table in
+    /// `service/error.rs`).
+    fn from(e: ServiceError) -> Self {
+        let status = match &e {
+            ServiceError::Invalid(_) | ServiceError::Conflict(_) => StatusCode::BAD_REQUEST,
+            ServiceError::FailedPrecondition(_) => StatusCode::CONFLICT,
+            ServiceError::NotFound(_) => StatusCode::NOT_FOUND,
+            ServiceError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ServiceError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ServiceError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ServiceError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            ServiceError::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ServiceError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, e.code(), e.message())
+    }
+}
+
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
-        match e {
-            EngineError::Invalid(m) => ApiError::schema(m),
-            EngineError::Conflict(m) => ApiError::new(StatusCode::BAD_REQUEST, "Conflict", m),
-            EngineError::NotFound(_) => ApiError::not_found(),
-            EngineError::FormatTooNew(m) => {
-                tracing::error!(error = %m, "engine refused its data directory");
-                ApiError::internal()
-            }
-            EngineError::Closed(m) => {
-                tracing::warn!(error = %m, "engine closed");
-                ApiError::unavailable("the server is shutting down")
-            }
-            EngineError::Storage(s) => {
-                tracing::error!(error = %s, "storage error");
-                match s {
-                    // Refusals that changed nothing: say why, and that reads go on.
-                    StorageError::NoSpace { .. } | StorageError::ReadOnly(_) | StorageError::Failed(_) => {
-                        ApiError::unavailable(s.to_string())
-                    }
-                    StorageError::Io(io) if io.raw_os_error() == Some(28) => {
-                        ApiError::unavailable("the data volume is full; writes are refused until space is freed")
-                    }
-                    _ => ApiError::internal(),
-                }
-            }
-        }
+        ServiceError::from(e).into()
     }
 }

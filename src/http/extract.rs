@@ -3,42 +3,23 @@
 
 use super::error::ApiError;
 use super::AppState;
-use crate::auth::Principal;
+use crate::service::principal::Credentials;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HOST};
 use axum::http::request::Parts;
-use serde::de::{Deserialize, DeserializeOwned, Deserializer, MapAccess, Visitor};
+use serde::de::DeserializeOwned;
 
 pub const SESSION_COOKIE: &str = "tempora_session";
 /// Header an admin uses to name the tenant a request is about.
 pub const TENANT_HEADER: &str = "x-tempora-tenant";
 
-/// The authenticated caller. Extracting it on a gated route turns a missing
-/// or wrong key into the 404 non-disclosure answer.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    pub principal: Principal,
-    /// The tenant the request is about: the key's own tenant, or the one an
-    /// admin named (`?tenant=` or `X-Tempora-Tenant`).
-    pub tenant: Option<String>,
-}
-
-impl Caller {
-    /// The tenant of the request, or a clear error for an admin who named none.
-    pub fn tenant(&self) -> Result<&str, ApiError> {
-        self.tenant.as_deref().ok_or_else(|| {
-            ApiError::schema("admin requests name their tenant with ?tenant= or the X-Tempora-Tenant header")
-        })
-    }
-    pub fn is_admin(&self) -> bool {
-        self.principal == Principal::Admin
-    }
-}
+/// The authenticated caller (`service/principal.rs`). Extracting it on a
+/// gated route turns a missing or wrong key into the 404 non-disclosure
+/// answer.
+pub use crate::service::principal::Caller;
 
 pub fn bearer(parts: &Parts) -> Option<&str> {
-    let v = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = v.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    crate::service::principal::bearer_token(parts.headers.get(AUTHORIZATION)?.to_str().ok()?)
 }
 
 pub fn session_cookie(parts: &Parts) -> Option<&str> {
@@ -57,7 +38,7 @@ pub fn host(parts: &Parts) -> Option<&str> {
     parts.headers.get(HOST).and_then(|v| v.to_str().ok()).or_else(|| parts.uri.host())
 }
 
-fn admin_tenant(parts: &Parts) -> Option<String> {
+pub fn admin_tenant(parts: &Parts) -> Option<String> {
     if let Some(v) = parts.headers.get(TENANT_HEADER).and_then(|v| v.to_str().ok()) {
         return Some(v.to_string());
     }
@@ -99,22 +80,15 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let principal = state
-            .auth
-            .resolve(bearer(parts), session_cookie(parts), host(parts))
-            .ok_or_else(ApiError::not_found)?;
-        let tenant = match &principal {
-            Principal::Tenant(t) => Some(t.clone()),
-            // An admin may name configured tenants only: a typo must not
-            // create a tenant. Naming another is not found, like any
-            // unknown thing.
-            Principal::Admin => match admin_tenant(parts) {
-                Some(t) if !state.auth.knows_tenant(&t) => return Err(ApiError::not_found()),
-                other => other,
-            },
-        };
-        Ok(Caller { principal, tenant })
+        Ok(state.service.authenticate(&credentials(parts, admin_tenant(parts).as_deref()))?)
     }
+}
+
+/// What an HTTP request presents (also gRPC's metadata, which arrives as
+/// headers): the bearer key, the session cookie, the host, and the tenant
+/// an admin names.
+pub fn credentials<'a>(parts: &'a Parts, tenant: Option<&'a str>) -> Credentials<'a> {
+    Credentials { bearer: bearer(parts), session: session_cookie(parts), host: host(parts), tenant }
 }
 
 /// A JSON request body. Wrong content type, malformed JSON, a wrong shape and
@@ -164,27 +138,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     Ok(value)
 }
 
-/// A body that must be a JSON object. serde's derived `Deserialize` for a
-/// struct also accepts a JSON array of the fields in declaration order, so
-/// without this `["Person:a", "likes", "x"]` would be stored as a fact.
-#[derive(Debug)]
-pub struct Object<T>(pub T);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct OnlyMap<T>(std::marker::PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for OnlyMap<T> {
-            type Value = T;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-            }
-        }
-        d.deserialize_map(OnlyMap(std::marker::PhantomData)).map(Object)
-    }
-}
+pub use crate::json::Object;
 
 /// The one path parameter of a route. A segment that does not decode to
 /// UTF-8 answers with the envelope (axum's own rejection is plain text).

@@ -2,17 +2,18 @@
 
 use super::error::ApiError;
 use super::extract::{present, Caller, JsonBody, JsonInt, Object, PathParam};
-use super::idempotency::{self, IdempotencyKey, Serialized};
+use super::idempotency::{self, IdempotencyKey};
 use super::query::QueryPairs;
 use super::AppState;
-use crate::memory::blocking;
+pub use crate::service::facts::MAX_BATCH;
+use crate::service::facts::{Assertion, Assertions};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use tempora_storage::*;
+use tempora_storage::{Cardinality, Fact, FactId, FactInput, FactQuery, Millis, Tx, DEFAULT_PAGE, MAX_PAGE};
 
 /// The HTTP form of a fact to assert. Unlike the engine's input it ignores
 /// unknown fields (the spec allows them), including any `tenant`: the tenant
@@ -81,36 +82,20 @@ impl<'de> Deserialize<'de> for BatchBody {
     }
 }
 
-pub const MAX_BATCH: usize = 10_000;
-
 /// The JSON of an assertion: the new fact's fields, plus the ids of the facts
-/// it closed and of the tails it left. Serialized from the outcome as it is.
+/// it closed and of the tails it left. Serialized from the assertion as it is.
 #[derive(Serialize)]
 pub struct AssertedReply<'a> {
     #[serde(flatten)]
     fact: &'a Fact,
-    superseded: Ids<'a>,
-    continued: Ids<'a>,
+    superseded: &'a [FactId],
+    continued: &'a [FactId],
 }
 
 impl<'a> AssertedReply<'a> {
-    pub fn new(a: &'a Asserted) -> Self {
-        AssertedReply { fact: &a.fact, superseded: Ids(&a.superseded), continued: Ids(&a.continued) }
+    pub fn new(a: &'a Assertion) -> Self {
+        AssertedReply { fact: &a.fact, superseded: &a.superseded, continued: &a.continued }
     }
-}
-
-/// The ids of some facts, as a JSON array.
-struct Ids<'a>(&'a [Fact]);
-
-impl Serialize for Ids<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|f| f.id))
-    }
-}
-
-/// [`AssertedReply`] as a JSON value.
-pub fn asserted_json(a: &Asserted) -> Value {
-    serde_json::to_value(AssertedReply::new(a)).expect("facts serialize")
 }
 
 /// The reply to a batch: its transaction and each assertion, in order.
@@ -121,21 +106,21 @@ struct BatchReply<'a> {
     facts: Vec<AssertedReply<'a>>,
 }
 
+impl<'a> BatchReply<'a> {
+    fn new(a: &'a Assertions) -> Self {
+        BatchReply { tx: a.tx, recorded_at: a.recorded_at, facts: a.facts.iter().map(AssertedReply::new).collect() }
+    }
+}
+
 pub async fn assert_fact(
     State(st): State<AppState>,
     caller: Caller,
     idem: IdempotencyKey,
     JsonBody(Object(body)): JsonBody<Object<FactBody>>,
 ) -> Result<Response, ApiError> {
-    let tenant = caller.tenant()?.to_string();
-    let ops = vec![WriteOp::Assert(body.into())];
-    idempotency::write(&st, &tenant, "POST /api/facts", idem, ops, StatusCode::CREATED, |out| {
-        match out.outcomes.first() {
-            Some(OpOutcome::Asserted(a)) => Serialized::of(&AssertedReply::new(a)),
-            _ => unreachable!("one assert op"),
-        }
-    })
-    .await
+    let tenant = caller.tenant()?;
+    let answer = st.service.assert(tenant, body.into(), idem.key()).await?;
+    Ok(idempotency::respond(answer, StatusCode::CREATED, |a| idempotency::to_json(&AssertedReply::new(a))))
 }
 
 pub async fn assert_batch(
@@ -144,27 +129,10 @@ pub async fn assert_batch(
     idem: IdempotencyKey,
     JsonBody(body): JsonBody<BatchBody>,
 ) -> Result<Response, ApiError> {
-    let tenant = caller.tenant()?.to_string();
-    let facts = body.0;
-    if facts.is_empty() {
-        return Err(ApiError::schema("facts must hold at least one fact"));
-    }
-    if facts.len() > MAX_BATCH {
-        return Err(ApiError::schema(format!("a batch holds at most {MAX_BATCH} facts")));
-    }
-    let ops = facts.into_iter().map(|Object(f)| WriteOp::Assert(f.into())).collect();
-    idempotency::write(&st, &tenant, "POST /api/facts/batch", idem, ops, StatusCode::CREATED, |out| {
-        let facts = out
-            .outcomes
-            .iter()
-            .map(|o| match o {
-                OpOutcome::Asserted(a) => AssertedReply::new(a),
-                _ => unreachable!("assert ops only"),
-            })
-            .collect();
-        Serialized::of(&BatchReply { tx: out.tx, recorded_at: out.recorded_at, facts })
-    })
-    .await
+    let tenant = caller.tenant()?;
+    let inputs = body.0.into_iter().map(|Object(f)| f.into()).collect();
+    let answer = st.service.assert_batch(tenant, inputs, idem.key()).await?;
+    Ok(idempotency::respond(answer, StatusCode::CREATED, |a| idempotency::to_json(&BatchReply::new(a))))
 }
 
 pub async fn retract_fact(
@@ -172,14 +140,9 @@ pub async fn retract_fact(
     caller: Caller,
     PathParam(id): PathParam,
 ) -> Result<Response, ApiError> {
-    let tenant = caller.tenant()?.to_string();
+    let tenant = caller.tenant()?;
     let id = parse_id(&id)?;
-    let out = st.memory.write(&tenant, vec![WriteOp::Retract(id)], None).await?;
-    let out = out.map_err(|_| ApiError::internal())?;
-    match out.outcomes.into_iter().next() {
-        Some(OpOutcome::Retracted { fact, .. }) => Ok(Json(fact).into_response()),
-        _ => Err(ApiError::internal()),
-    }
+    Ok(Json(st.service.retract(tenant, id).await?).into_response())
 }
 
 fn parse_id(s: &str) -> Result<FactId, ApiError> {
@@ -193,13 +156,10 @@ pub async fn get_fact(
     PathParam(id): PathParam,
     q: QueryPairs,
 ) -> Result<Response, ApiError> {
-    let tenant = caller.tenant()?.to_string();
+    let tenant = caller.tenant()?;
     let id = parse_id(&id)?;
-    let as_of = q.as_of()?;
-    // A point read is a few key lookups, bounded whatever the store holds:
-    // cheaper inline than a hop to the blocking pool and back.
-    let fact = st.memory.engine().get(&tenant, id, as_of)?.ok_or_else(ApiError::not_found)?;
-    Ok(Json(fact).into_response())
+    let as_of = q.read_params()?.as_of()?;
+    Ok(Json(st.service.fact(tenant, id, as_of).await?).into_response())
 }
 
 pub async fn fact_history(
@@ -207,12 +167,9 @@ pub async fn fact_history(
     caller: Caller,
     PathParam(id): PathParam,
 ) -> Result<Response, ApiError> {
-    let tenant = caller.tenant()?.to_string();
+    let tenant = caller.tenant()?;
     let id = parse_id(&id)?;
-    // A fact's history grows with every supersession; read it off the async
-    // threads (see `list_facts`).
-    let engine = st.memory.engine().clone();
-    let h = blocking(move || engine.history(&tenant, id)).await?;
+    let h = st.service.history(tenant, id).await?;
     Ok(Json(json!({
         "id": h.id,
         "versions": h.versions,
@@ -223,22 +180,20 @@ pub async fn fact_history(
 }
 
 pub async fn list_facts(State(st): State<AppState>, caller: Caller, q: QueryPairs) -> Result<Response, ApiError> {
-    let tenant = caller.tenant()?.to_string();
+    let tenant = caller.tenant()?;
+    let params = q.read_params()?;
     let query = FactQuery {
         subject: q.string("subject")?,
         predicate: q.string("predicate")?,
         object: q.string("object")?.map(|o| object_param(&o)),
         status: q.status()?,
-        as_of: q.as_of()?,
-        valid_at: q.int("valid_at")?,
+        as_of: params.as_of()?,
+        valid_at: params.valid_at,
         include_retracted: q.bool("include_retracted")?.unwrap_or(false),
-        limit: q.int("limit")?.map(|l| l.clamp(1, MAX_PAGE as i64) as usize).unwrap_or(DEFAULT_PAGE),
-        cursor: q.string("cursor")?,
+        limit: params.limit(DEFAULT_PAGE, MAX_PAGE)?,
+        cursor: params.cursor,
     };
-    // A list scans until it has `limit` matches, which with a selective
-    // filter can mean most of the store: `Memory::query` moves long scans
-    // off the async threads.
-    let page = st.memory.query(&tenant, query).await?;
+    let page = st.service.facts(tenant, query).await?;
     let mut headers = HeaderMap::new();
     if let Some(c) = &page.next_cursor {
         headers.insert("x-next-cursor", HeaderValue::from_str(c).map_err(|_| ApiError::internal())?);
@@ -262,9 +217,8 @@ pub async fn get_predicate(
     caller: Caller,
     PathParam(name): PathParam,
 ) -> Result<Response, ApiError> {
-    let tenant = caller.tenant()?.to_string();
-    let info = st.memory.engine().predicate(&tenant, &name)?;
-    Ok(Json(info).into_response())
+    let tenant = caller.tenant()?;
+    Ok(Json(st.service.predicate(tenant, &name).await?).into_response())
 }
 
 pub async fn put_predicate(
@@ -273,16 +227,15 @@ pub async fn put_predicate(
     PathParam(name): PathParam,
     JsonBody(Object(body)): JsonBody<Object<PredicateBody>>,
 ) -> Result<Response, ApiError> {
-    let tenant = caller.tenant()?.to_string();
+    let tenant = caller.tenant()?;
     let cardinality: Cardinality = body.cardinality.parse().map_err(ApiError::schema)?;
-    let op = WriteOp::SetCardinality { predicate: name.clone(), cardinality };
-    st.memory.write(&tenant, vec![op], None).await?.map_err(|_| ApiError::internal())?;
-    Ok(Json(PredicateInfo { name, cardinality }).into_response())
+    Ok(Json(st.service.set_cardinality(tenant, &name, cardinality).await?).into_response())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tempora_storage::{Engine, EngineConfig};
 
     fn fact(subject: &str, object: &str) -> Fact {
         let e = Engine::open(EngineConfig::temporary()).unwrap();
@@ -291,19 +244,19 @@ mod tests {
         e.assert("t", input).unwrap().fact
     }
 
-    /// The reply written from the outcome is the fact's JSON with the two id
-    /// lists added, as when it was built as a `Value` and then written.
+    /// The reply written from the assertion is the fact's JSON with the two
+    /// id lists added.
     #[test]
     fn an_assertion_reply_is_the_fact_and_the_ids_it_closed_and_left() {
-        let a = Asserted { fact: fact("S:a", "new"), superseded: vec![fact("S:a", "old")], continued: vec![fact("S:a", "tail")] };
+        let (old, tail) = (fact("S:a", "old"), fact("S:a", "tail"));
+        let a = Assertion { fact: fact("S:a", "new"), superseded: vec![old.id], continued: vec![tail.id] };
         let mut expected = serde_json::to_value(&a.fact).unwrap();
-        expected["superseded"] = json!([a.superseded[0].id]);
-        expected["continued"] = json!([a.continued[0].id]);
-        let written: Value = serde_json::from_slice(&Serialized::of(&AssertedReply::new(&a)).0).unwrap();
+        expected["superseded"] = json!([old.id]);
+        expected["continued"] = json!([tail.id]);
+        let written: Value = serde_json::from_slice(&idempotency::to_json(&AssertedReply::new(&a))).unwrap();
         assert_eq!(written, expected);
-        assert_eq!(asserted_json(&a), expected);
-        let batch = BatchReply { tx: 7, recorded_at: 9, facts: vec![AssertedReply::new(&a)] };
-        let written: Value = serde_json::from_slice(&Serialized::of(&batch).0).unwrap();
+        let batch = Assertions { tx: 7, recorded_at: 9, facts: vec![a] };
+        let written: Value = serde_json::from_slice(&idempotency::to_json(&BatchReply::new(&batch))).unwrap();
         assert_eq!(written, json!({"tx": 7, "recorded_at": 9, "facts": [expected]}));
     }
 }

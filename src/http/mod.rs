@@ -17,20 +17,21 @@ pub mod ops;
 pub mod query;
 pub mod recall;
 pub mod reports;
+pub mod routing;
 pub mod search;
 pub mod session;
 pub mod stream;
 
-use crate::auth::{Auth, Principal};
-use crate::config::Limits;
+pub use routing::{delete, get, post, put, Routes};
+
+use crate::auth::Principal;
 use crate::mcp::transport as mcp;
-use crate::memory::Memory;
-use crate::metrics::Metrics;
+use crate::service::Service;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::http::Method;
 use axum::Router;
 use error::ApiError;
 use std::sync::atomic::AtomicUsize;
@@ -58,41 +59,42 @@ impl std::ops::Deref for AppState {
     }
 }
 
-/// What [`AppState`] shares.
+/// What [`AppState`] shares: the service, and what only the HTTP listener
+/// needs besides.
 pub struct Shared {
-    pub memory: Memory,
-    pub auth: Arc<Auth>,
-    pub limits: Limits,
-    pub metrics: Arc<Metrics>,
-    /// Outbound calls to caller-supplied model endpoints (`/api/ask`).
-    pub llm: Arc<crate::llm::Client>,
+    pub service: Service,
     /// Origins allowed on `/mcp` besides the server's own (`[mcp]`).
     pub mcp_allowed_origins: Arc<Vec<String>>,
-    /// The full-text recall index (`/api/search`).
-    pub search: crate::search::Search,
-    /// Agent networks served by the NeuroSan API (`/api/v1`).
-    pub agents: crate::agents::Registry,
-    /// The `memory` network's model, when the operator set one (`[agents]`).
-    pub memory_llm: Option<Arc<crate::agents::LlmConfig>>,
-    /// Connector pulls and their schedule (`/api/connectors`).
-    pub connectors: Arc<crate::connectors::schedule::Runtime>,
     pub sse_subscribers: Arc<AtomicUsize>,
     /// The places of `max_in_flight`, shared by the HTTP and gRPC listeners:
     /// the limit is the server's, whichever way the requests come in.
     pub in_flight: Arc<tokio::sync::Semaphore>,
-    /// Flips to true when the server starts shutting down; open streams end.
-    pub shutdown: tokio::sync::watch::Receiver<bool>,
-    /// Alert rules, their locks and the background settings (`[monitor]`).
-    pub monitor: crate::monitor::Monitor,
+}
+
+/// Handlers reach the service's parts (`st.memory`, `st.search`) through
+/// the state.
+impl std::ops::Deref for Shared {
+    type Target = Service;
+    fn deref(&self) -> &Service {
+        &self.service
+    }
 }
 
 /// Why a request beyond `max_in_flight` is turned away, over HTTP and gRPC.
-pub const AT_REQUEST_LIMIT: &str = "the server is at its request limit; retry shortly";
+pub use crate::service::error::AT_REQUEST_LIMIT;
 
-/// The whole HTTP application, without a socket (tests can call it directly).
-pub fn router(state: AppState) -> Router {
-    let limits = state.limits.clone();
-    Router::new()
+/// Every `(method, path template)` the HTTP listener serves, as [`Routes`]
+/// wrote them down while routing them (the fallbacks aside).
+/// tests/it/openapi_doc.rs holds /openapi.json to it.
+pub fn route_table() -> Vec<(Method, &'static str)> {
+    routes(None).table().to_vec()
+}
+
+/// The routes of [`router`], each routed once, through [`Routes`], which
+/// keeps the table. With no MCP endpoint (only the table is wanted) `/mcp`
+/// is in the table but has no handlers.
+fn routes(mcp_endpoint: Option<mcp::Endpoint>) -> Routes<AppState> {
+    Routes::new()
         .route("/api/health", get(ops::health))
         .route("/api/stats", get(ops::stats))
         .route("/api/admin/backup", get(backup::backup))
@@ -137,7 +139,7 @@ pub fn router(state: AppState) -> Router {
                 .get(mcp::handle)
                 .delete(mcp::handle)
                 .fallback(mcp::handle)
-                .with_state(mcp::Endpoint::new(state.clone())),
+                .with_state_if(mcp_endpoint),
         )
         .route("/.well-known/mcp.json", get(crate::mcp::manifest::serve))
         // The operator console (docs/console.md): one page and its embedded assets.
@@ -147,6 +149,13 @@ pub fn router(state: AppState) -> Router {
         .route("/console/{file}", get(console::asset))
         // The Agent Protocol (docs/agent-protocol.md).
         .merge(crate::agent_protocol::router())
+}
+
+/// The whole HTTP application, without a socket (tests can call it directly).
+pub fn router(state: AppState) -> Router {
+    let limits = state.limits.clone();
+    routes(Some(mcp::Endpoint::new(state.clone())))
+        .into_router()
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), deadline))

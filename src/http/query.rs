@@ -5,6 +5,7 @@ use super::error::ApiError;
 use super::extract::percent_decode;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use crate::service::params::ReadParams;
 use tempora_storage::{AsOf, Status, StatusFilter, StatusSet};
 
 #[derive(Debug, Default, Clone)]
@@ -64,13 +65,19 @@ impl QueryPairs {
 
     /// `as_of` (unix ms) or `as_of_tx` (a transaction number), not both.
     pub fn as_of(&self) -> Result<Option<AsOf>, ApiError> {
-        match (self.int("as_of")?, self.int("as_of_tx")?) {
-            (Some(_), Some(_)) => Err(ApiError::schema("give as_of or as_of_tx, not both")),
-            (Some(t), None) => Ok(Some(AsOf::Time(t))),
-            (None, Some(tx)) if tx >= 0 => Ok(Some(AsOf::Tx(tx as u64))),
-            (None, Some(_)) => Err(ApiError::schema("as_of_tx must not be negative")),
-            (None, None) => Ok(None),
-        }
+        Ok(self.read_params()?.as_of()?)
+    }
+
+    /// The read parameters, checked by the service's rules
+    /// (`service/params.rs`) when they are used.
+    pub fn read_params(&self) -> Result<ReadParams, ApiError> {
+        Ok(ReadParams {
+            as_of: self.int("as_of")?,
+            as_of_tx: self.int("as_of_tx")?,
+            valid_at: self.int("valid_at")?,
+            limit: self.int("limit")?,
+            cursor: self.string("cursor")?,
+        })
     }
 
     /// `status`: absent means the default (active; with `valid_at` also

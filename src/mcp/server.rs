@@ -5,7 +5,7 @@
 
 use super::schemas::{self, ToolDef};
 use super::tools::{self, CallerInfo};
-use crate::http::AppState;
+use crate::service::Service;
 use axum::http::request::Parts;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InitializeResult,
@@ -22,11 +22,11 @@ pub const INSTRUCTIONS: &str = "tempora is a bitemporal memory of facts (subject
     replaced it. Entities are named `Type:id` (e.g. Person:sarah); times are unix milliseconds.";
 
 pub struct Server {
-    st: AppState,
+    st: Service,
 }
 
 impl Server {
-    pub fn new(st: AppState) -> Server {
+    pub fn new(st: Service) -> Server {
         Server { st }
     }
 }
@@ -90,10 +90,10 @@ impl ServerHandler for Server {
         let result = match tools::call(&self.st, &caller, &name, args).await {
             Ok(value) => CallToolResult::structured(value),
             Err(e) => {
-                if e.status.is_server_error() {
-                    tracing::warn!(tool = %name, code = e.code, message = %e.message, "MCP tool failed");
+                if !e.is_caused_by_request() {
+                    tracing::warn!(tool = %name, code = e.code(), message = %e, "MCP tool failed");
                 }
-                CallToolResult::error(vec![ContentBlock::text(format!("{}: {}", e.code, e.message))])
+                CallToolResult::error(vec![ContentBlock::text(format!("{}: {}", e.code(), e))])
             }
         };
         Ok(result.into())

@@ -1,15 +1,18 @@
 //! The tools: each parses its arguments, resolves the namespace against the
 //! caller, and calls the memory layer (engine, recall, search) exactly as the
-//! matching REST route does. Errors are [`ApiError`]s, which the server turns
+//! matching REST route does. Errors are [`ServiceError`]s, which the server turns
 //! into tool results with `isError: true`.
 
 use super::schemas;
 use crate::auth::{Principal, DEFAULT_TENANT};
-use crate::http::error::ApiError;
-use crate::http::extract::{present, JsonInt};
-use crate::http::facts::asserted_json;
-use crate::http::search::search_error;
-use crate::http::AppState;
+use crate::service::ServiceError;
+use crate::json::{present, JsonInt};
+use crate::service::facts::Assertion;
+use crate::service::params::ReadParams;
+use crate::service::digest::DigestRequest;
+use crate::service::Answer;
+use crate::service::search_error;
+use crate::service::Service;
 use crate::memory::blocking;
 use crate::recall::context;
 use crate::search::{SearchRequest, DEFAULT_TOP_K, FRESHNESS_WAIT, MAX_SEEDS, MAX_TOP_K};
@@ -17,8 +20,8 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tempora_storage::{
-    AsOf, Change, ChangeEvent, EngineError, Fact, FactId, FactInput, FactQuery, Idempotency, OpOutcome, Tx,
-    WriteOp, MAX_PAGE,
+    Change, ChangeEvent, EngineError, Fact, FactId, FactInput, FactQuery, Tx,
+    DEFAULT_PAGE, MAX_PAGE,
 };
 
 /// Who calls, and what the HTTP request carried besides the JSON-RPC body.
@@ -26,10 +29,10 @@ use tempora_storage::{
 pub struct CallerInfo {
     pub principal: Principal,
     /// `Idempotency-Key` (writing tools only).
-    pub idempotency_key: Option<Vec<u8>>,
+    pub idempotency_key: Option<crate::service::IdempotencyKey>,
 }
 
-pub async fn call(st: &AppState, caller: &CallerInfo, name: &str, args: Map<String, Value>) -> Result<Value, ApiError> {
+pub async fn call(st: &Service, caller: &CallerInfo, name: &str, args: Map<String, Value>) -> Result<Value, ServiceError> {
     match name {
         schemas::REMEMBER => remember(st, caller, parse(args)?).await,
         schemas::RECALL => recall(st, caller, parse(args)?).await,
@@ -38,19 +41,19 @@ pub async fn call(st: &AppState, caller: &CallerInfo, name: &str, args: Map<Stri
         schemas::BUILD_CONTEXT => build_context(st, caller, parse(args)?).await,
         schemas::EXPLAIN_FACT => explain_fact(st, caller, parse(args)?).await,
         schemas::DIGEST => digest(st, caller, parse(args)?).await,
-        other => Err(ApiError::schema(format!("unknown tool {other:?}"))),
+        other => Err(ServiceError::invalid(format!("unknown tool {other:?}"))),
     }
 }
 
 /// Arguments as a tool's struct; a wrong field is named in the error.
-fn parse<T: DeserializeOwned>(args: Map<String, Value>) -> Result<T, ApiError> {
+fn parse<T: DeserializeOwned>(args: Map<String, Value>) -> Result<T, ServiceError> {
     serde_path_to_error::deserialize(Value::Object(args)).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         if path == "." || path.is_empty() {
-            ApiError::schema(format!("invalid arguments: {inner}"))
+            ServiceError::invalid(format!("invalid arguments: {inner}"))
         } else {
-            ApiError::schema(format!("invalid argument {path}: {inner}"))
+            ServiceError::invalid(format!("invalid argument {path}: {inner}"))
         }
     })
 }
@@ -58,43 +61,39 @@ fn parse<T: DeserializeOwned>(args: Map<String, Value>) -> Result<T, ApiError> {
 /// The tenant a call is about. A tenant key (and open mode) is pinned to its
 /// own namespace; an admin token must name a configured one. Naming another
 /// namespace is refused without saying whether it exists.
-pub fn tenant(st: &AppState, principal: &Principal, namespace: Option<&str>) -> Result<String, ApiError> {
+pub fn tenant(st: &Service, principal: &Principal, namespace: Option<&str>) -> Result<String, ServiceError> {
     let namespace = namespace.map(str::trim).filter(|n| !n.is_empty());
     match principal {
         Principal::Tenant(own) => match namespace {
             None => Ok(own.clone()),
             Some(n) if n == own => Ok(own.clone()),
-            Some(n) if st.auth.is_open() => Err(ApiError::new(
-                axum::http::StatusCode::NOT_FOUND,
-                "NotFound",
-                format!("namespace {n:?} not found: in open mode the only namespace is {DEFAULT_TENANT:?}"),
-            )),
-            Some(n) => Err(ApiError::new(
-                axum::http::StatusCode::NOT_FOUND,
-                "NotFound",
-                format!("namespace {n:?} not found: this key is pinned to its own namespace"),
-            )),
+            Some(n) if st.auth.is_open() => Err(ServiceError::NotFound(format!(
+                "namespace {n:?} not found: in open mode the only namespace is {DEFAULT_TENANT:?}"
+            ))),
+            Some(n) => Err(ServiceError::NotFound(format!(
+                "namespace {n:?} not found: this key is pinned to its own namespace"
+            ))),
         },
         Principal::Admin => match namespace {
-            None => Err(ApiError::schema("an admin token must name the namespace (argument namespace)")),
+            None => Err(ServiceError::invalid("an admin token must name the namespace (argument namespace)")),
             Some(n) if st.auth.knows_tenant(n) => Ok(n.to_string()),
-            Some(n) => Err(ApiError::new(axum::http::StatusCode::NOT_FOUND, "NotFound", format!("namespace {n:?} not found"))),
+            Some(n) => Err(ServiceError::NotFound(format!("namespace {n:?} not found"))),
         },
     }
 }
 
-fn range(name: &str, v: Option<JsonInt>, min: i64, max: i64) -> Result<Option<i64>, ApiError> {
+fn range(name: &str, v: Option<JsonInt>, min: i64, max: i64) -> Result<Option<i64>, ServiceError> {
     match v.map(|n| n.0) {
         Some(n) if !(min..=max).contains(&n) => {
-            Err(ApiError::schema(format!("{name} must be within [{min}, {max}], got {n}")))
+            Err(ServiceError::invalid(format!("{name} must be within [{min}, {max}], got {n}")))
         }
         other => Ok(other),
     }
 }
 
-fn join_error(e: tokio::task::JoinError) -> ApiError {
+fn join_error(e: tokio::task::JoinError) -> ServiceError {
     tracing::error!(error = %e, "tool task failed");
-    ApiError::internal()
+    ServiceError::Internal
 }
 
 // --- remember ----------------------------------------------------------------
@@ -119,91 +118,26 @@ pub struct RememberArgs {
     namespace: Option<String>,
 }
 
-/// Where remembered answers are kept: one scope per tool, apart from REST's.
-const IDEMPOTENCY_SCOPE: &str = "MCP tools/call ";
-
-/// Stored form of an idempotent tool answer: `{"ok": result}` or
-/// `{"error": {"code", "message", "status"}}`.
-fn stored(result: &Result<Value, ApiError>) -> Vec<u8> {
-    let v = match result {
-        Ok(v) => json!({"ok": v}),
-        Err(e) => json!({"error": {"code": e.code, "message": e.message, "status": e.status.as_u16()}}),
-    };
-    serde_json::to_vec(&v).expect("JSON serializes")
-}
-
-fn replayed(bytes: &[u8]) -> Result<Value, ApiError> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|_| ApiError::internal())?;
-    if let Some(mut ok) = v.get("ok").cloned() {
-        if let Some(o) = ok.as_object_mut() {
-            o.insert("replayed".into(), Value::Bool(true));
+/// A tool's answer under an idempotency key: a replayed result says so
+/// (`"replayed": true`); a replayed error is the error again.
+fn replayed_or_fresh<T>(answer: Answer<T>, render: impl FnOnce(&T) -> Value) -> Result<Value, ServiceError> {
+    match answer {
+        Answer::Fresh(v) => Ok(render(&v)),
+        Answer::Replayed(r) => {
+            let mut v = render(&r?);
+            if let Some(o) = v.as_object_mut() {
+                o.insert("replayed".into(), Value::Bool(true));
+            }
+            Ok(v)
         }
-        return Ok(ok);
-    }
-    let e = &v["error"];
-    let code: &'static str = match e["code"].as_str() {
-        Some("Conflict") => "Conflict",
-        Some("NotFound") => "NotFound",
-        _ => "SchemaInvalid",
-    };
-    let status = e["status"]
-        .as_u64()
-        .and_then(|s| axum::http::StatusCode::from_u16(s as u16).ok())
-        .unwrap_or(axum::http::StatusCode::BAD_REQUEST);
-    Err(ApiError::new(status, code, e["message"].as_str().unwrap_or_default()))
-}
-
-fn engine_error_ref(e: &EngineError) -> Option<ApiError> {
-    match e {
-        EngineError::Invalid(m) => Some(ApiError::schema(m.clone())),
-        EngineError::Conflict(m) => Some(ApiError::new(axum::http::StatusCode::BAD_REQUEST, "Conflict", m.clone())),
-        EngineError::NotFound(_) => Some(ApiError::not_found()),
-        _ => None,
     }
 }
 
-/// One write of `tenant`, replayed under the caller's `Idempotency-Key`.
-/// Answers caused by the call (argument errors, conflicts) are stored too;
-/// server errors are not, so such a call can be retried.
-async fn idempotent_write(
-    st: &AppState,
-    tenant: &str,
-    tool: &str,
-    key: Option<&[u8]>,
-    ops: Vec<WriteOp>,
-    render: fn(&tempora_storage::WriteOutcome) -> Value,
-) -> Result<Value, ApiError> {
-    let Some(key) = key else {
-        let out = st.memory.write(tenant, ops, None).await?.map_err(|_| ApiError::internal())?;
-        return Ok(render(&out));
-    };
-    let mut scoped = format!("{IDEMPOTENCY_SCOPE}{tool}").into_bytes();
-    scoped.push(0);
-    scoped.extend_from_slice(key);
-    let idem = Idempotency {
-        key: scoped,
-        render: Box::new(move |r| match r {
-            Ok(out) => Some(stored(&Ok(render(out)))),
-            Err(e) => engine_error_ref(e).map(|api| stored(&Err(api))),
-        }),
-    };
-    match st.memory.write(tenant, ops, Some(idem)).await? {
-        Ok(out) => Ok(render(&out)),
-        Err(bytes) => replayed(&bytes),
-    }
+fn remember_result(a: &Assertion) -> Value {
+    json!({"fact": a.fact, "superseded": a.superseded, "continued": a.continued, "tx": a.fact.tx})
 }
 
-fn remember_result(out: &tempora_storage::WriteOutcome) -> Value {
-    match out.outcomes.first() {
-        Some(OpOutcome::Asserted(a)) => {
-            let v = asserted_json(a);
-            json!({"fact": a.fact, "superseded": v["superseded"], "continued": v["continued"], "tx": out.tx})
-        }
-        _ => unreachable!("one assert op"),
-    }
-}
-
-async fn remember(st: &AppState, caller: &CallerInfo, a: RememberArgs) -> Result<Value, ApiError> {
+async fn remember(st: &Service, caller: &CallerInfo, a: RememberArgs) -> Result<Value, ServiceError> {
     let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
     let input = FactInput {
         subject: a.subject,
@@ -215,8 +149,8 @@ async fn remember(st: &AppState, caller: &CallerInfo, a: RememberArgs) -> Result
         valid_until: a.valid_until.map(|t| t.0),
         properties: a.properties,
     };
-    let ops = vec![WriteOp::Assert(input)];
-    idempotent_write(st, &tenant, schemas::REMEMBER, caller.idempotency_key.as_deref(), ops, remember_result).await
+    let answer = st.assert(&tenant, input, caller.idempotency_key.as_ref()).await?;
+    replayed_or_fresh(answer, remember_result)
 }
 
 // --- recall ------------------------------------------------------------------
@@ -241,7 +175,7 @@ pub struct RecallArgs {
 
 /// Full-text recall, read-your-writes: waits (bounded) until the index holds
 /// the tenant's writes made before the call. The flag says it did not.
-async fn search(st: &AppState, tenant: &str, req: SearchRequest) -> Result<(Vec<crate::search::rank::Fused>, bool), ApiError> {
+async fn search(st: &Service, tenant: &str, req: SearchRequest) -> Result<(Vec<crate::search::rank::Fused>, bool), ServiceError> {
     let fresh = st.search.wait_fresh(tenant, FRESHNESS_WAIT).await;
     let search = st.search.clone();
     let tenant = tenant.to_string();
@@ -252,24 +186,24 @@ async fn search(st: &AppState, tenant: &str, req: SearchRequest) -> Result<(Vec<
     Ok((fused, !fresh))
 }
 
-fn question(q: &str) -> Result<String, ApiError> {
+fn question(q: &str) -> Result<String, ServiceError> {
     let q = q.trim();
     if q.is_empty() {
-        return Err(ApiError::schema("question must not be empty"));
+        return Err(ServiceError::invalid("question must not be empty"));
     }
     Ok(q.to_string())
 }
 
-fn seeds(seeds: Option<Vec<String>>) -> Result<Vec<String>, ApiError> {
+fn seeds(seeds: Option<Vec<String>>) -> Result<Vec<String>, ServiceError> {
     let seeds: Vec<String> =
         seeds.unwrap_or_default().into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
     if seeds.len() > MAX_SEEDS {
-        return Err(ApiError::schema(format!("at most {MAX_SEEDS} seeds, got {}", seeds.len())));
+        return Err(ServiceError::invalid(format!("at most {MAX_SEEDS} seeds, got {}", seeds.len())));
     }
     Ok(seeds)
 }
 
-async fn recall(st: &AppState, caller: &CallerInfo, a: RecallArgs) -> Result<Value, ApiError> {
+async fn recall(st: &Service, caller: &CallerInfo, a: RecallArgs) -> Result<Value, ServiceError> {
     let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
     let req = SearchRequest {
         question: question(&a.question)?,
@@ -315,21 +249,25 @@ pub struct RecallAsOfArgs {
     namespace: Option<String>,
 }
 
-async fn recall_as_of(st: &AppState, caller: &CallerInfo, a: RecallAsOfArgs) -> Result<Value, ApiError> {
+async fn recall_as_of(st: &Service, caller: &CallerInfo, a: RecallAsOfArgs) -> Result<Value, ServiceError> {
     let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
-    let as_of = a.as_of.map(|t| t.0);
-    let as_of_tx = range("as_of_tx", a.as_of_tx, 0, i64::MAX)?;
-    if as_of.is_some() && as_of_tx.is_some() {
-        return Err(ApiError::schema("give as_of or as_of_tx, not both"));
-    }
+    let params = ReadParams {
+        as_of: a.as_of.map(|t| t.0),
+        as_of_tx: a.as_of_tx.map(|t| t.0),
+        valid_at: a.valid_at.map(|t| t.0),
+        limit: a.limit.map(|t| t.0),
+        cursor: a.cursor.clone(),
+    };
+    let record_time = params.as_of()?;
+    let (as_of, as_of_tx) = (params.as_of, params.as_of_tx);
     let valid_at = a.valid_at.map(|t| t.0);
     let times = json!({"as_of": as_of, "as_of_tx": as_of_tx, "valid_at": valid_at});
     if let Some(q) = a.question.as_deref().filter(|q| !q.trim().is_empty()) {
         if as_of_tx.is_some() {
-            return Err(ApiError::schema("with a question, give the record time as as_of (unix ms), not as_of_tx"));
+            return Err(ServiceError::invalid("with a question, give the record time as as_of (unix ms), not as_of_tx"));
         }
         if a.object.is_some() || a.cursor.is_some() {
-            return Err(ApiError::schema("object and cursor apply to exact reads, not to a question"));
+            return Err(ServiceError::invalid("object and cursor apply to exact reads, not to a question"));
         }
         let req = SearchRequest {
             question: question(q)?,
@@ -352,17 +290,13 @@ async fn recall_as_of(st: &AppState, caller: &CallerInfo, a: RecallAsOfArgs) -> 
         subject: a.subject,
         predicate: a.predicate,
         object: a.object,
-        as_of: match (as_of, as_of_tx) {
-            (Some(t), _) => Some(AsOf::Time(t)),
-            (None, Some(tx)) => Some(AsOf::Tx(tx as Tx)),
-            (None, None) => None,
-        },
+        as_of: record_time,
         valid_at,
-        limit: range("limit", a.limit, 1, MAX_PAGE as i64)?.map_or(tempora_storage::DEFAULT_PAGE, |l| l as usize),
-        cursor: a.cursor,
+        limit: params.limit(DEFAULT_PAGE, MAX_PAGE)?,
+        cursor: params.cursor,
         ..Default::default()
     };
-    let page = st.memory.query(&tenant, query).await?;
+    let page = st.facts(&tenant, query).await?;
     let mut out = times;
     out["facts"] = json!(page.facts);
     out["next_cursor"] = json!(page.next_cursor);
@@ -424,7 +358,7 @@ fn tx_before(engine: &tempora_storage::Engine, tenant: &str, since: i64) -> Resu
     Ok(lo)
 }
 
-async fn whats_changed(st: &AppState, caller: &CallerInfo, a: WhatsChangedArgs) -> Result<Value, ApiError> {
+async fn whats_changed(st: &Service, caller: &CallerInfo, a: WhatsChangedArgs) -> Result<Value, ServiceError> {
     let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
     let limit = range("limit", a.limit, 1, MAX_CHANGES as i64)?.map_or(DEFAULT_CHANGES, |l| l as usize);
     let since_tx = range("since_tx", a.since_tx, 0, i64::MAX)?;
@@ -484,23 +418,23 @@ pub struct BuildContextArgs {
 /// `POST /api/context`).
 const RECALL_FOR_CONTEXT: usize = 16;
 
-async fn build_context(st: &AppState, caller: &CallerInfo, a: BuildContextArgs) -> Result<Value, ApiError> {
+async fn build_context(st: &Service, caller: &CallerInfo, a: BuildContextArgs) -> Result<Value, ServiceError> {
     let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
     let goal = match (a.goal, a.task) {
         (Some(g), Some(t)) if g.trim() != t.trim() => {
-            return Err(ApiError::schema("goal and task are the same argument: give one"))
+            return Err(ServiceError::invalid("goal and task are the same argument: give one"))
         }
         (g, t) => g.or(t).unwrap_or_default(),
     };
     let budget = match (a.token_budget, a.max_tokens) {
         (Some(b), Some(m)) if b.0 != m.0 => {
-            return Err(ApiError::schema("token_budget and max_tokens are the same argument: give one"))
+            return Err(ServiceError::invalid("token_budget and max_tokens are the same argument: give one"))
         }
         (b, m) => b.or(m),
     };
     let seeds = a.seeds.unwrap_or_default();
     if seeds.is_empty() && a.project.is_none() && goal.trim().is_empty() {
-        return Err(ApiError::schema("give seeds, a project or a goal (task)"));
+        return Err(ServiceError::invalid("give seeds, a project or a goal (task)"));
     }
     let non_negative = |name: &str, v: Option<JsonInt>| range(name, v, 0, i64::MAX).map(|v| v.map(|n| n as usize));
     let req = context::ContextRequest {
@@ -539,42 +473,35 @@ pub struct ExplainArgs {
     namespace: Option<String>,
 }
 
-async fn explain_fact(st: &AppState, caller: &CallerInfo, a: ExplainArgs) -> Result<Value, ApiError> {
+async fn explain_fact(st: &Service, caller: &CallerInfo, a: ExplainArgs) -> Result<Value, ServiceError> {
     let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
     let id: FactId = a
         .id
         .trim()
         .parse()
-        .map_err(|_| ApiError::schema(format!("id must be a fact id (a UUID), got {:?}", a.id)))?;
-    let engine = st.memory.engine().clone();
-    let (h, preds, succs) = blocking(move || {
-        let h = engine.history(&tenant, id)?;
-        let resolve = |ids: &[FactId]| -> Result<Vec<Fact>, EngineError> {
-            let mut out = Vec::new();
-            for i in ids {
-                if let Some(f) = engine.get(&tenant, *i, None)? {
-                    out.push(f);
-                }
-            }
-            Ok(out)
-        };
-        let preds = resolve(&h.predecessors)?;
-        let succs = resolve(&h.successors)?;
-        Ok((h, preds, succs))
-    })
-    .await
-    .map_err(|e| match e {
-        EngineError::NotFound(_) => ApiError::new(
-            axum::http::StatusCode::NOT_FOUND,
-            "NotFound",
-            format!("no fact {id} in this namespace"),
-        ),
-        other => ApiError::from(other),
+        .map_err(|_| ServiceError::invalid(format!("id must be a fact id (a UUID), got {:?}", a.id)))?;
+    let missing = || ServiceError::NotFound(format!("no fact {id} in this namespace"));
+    let h = st.history(&tenant, id).await.map_err(|e| match e {
+        ServiceError::NotFound(_) => missing(),
+        other => other,
     })?;
+    // The neighbours as they are now; one gone from this namespace is left out.
+    let mut preds = Vec::new();
+    for i in &h.predecessors {
+        if let Some(f) = st.fact_if_any(&tenant, *i, None).await? {
+            preds.push(f);
+        }
+    }
+    let mut succs = Vec::new();
+    for i in &h.successors {
+        if let Some(f) = st.fact_if_any(&tenant, *i, None).await? {
+            succs.push(f);
+        }
+    }
     let Some(current) = h.versions.last().cloned() else {
-        return Err(ApiError::new(axum::http::StatusCode::NOT_FOUND, "NotFound", format!("no fact {id} in this namespace")));
+        return Err(missing());
     };
-    let first = h.versions.first().expect("non-empty");
+    let first = h.versions.first().unwrap_or(&current);
     let provenance = json!({
         "source": current.source,
         "confidence": current.confidence,
@@ -610,39 +537,9 @@ pub struct DigestArgs {
 /// Runs `POST /api/digest`'s pipeline (checks, masking, extraction, one
 /// atomic write, its `Idempotency-Key` scope) for the caller's namespace,
 /// and answers its receipt or its error.
-async fn digest(st: &AppState, caller: &CallerInfo, a: DigestArgs) -> Result<Value, ApiError> {
-    use crate::http::extract::{Caller, JsonBody, Object};
-    use crate::http::idempotency::{IdempotencyKey, REPLAYED};
+async fn digest(st: &Service, caller: &CallerInfo, a: DigestArgs) -> Result<Value, ServiceError> {
     let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
-    let bytes = serde_json::to_vec(&Value::Object(a.body)).expect("JSON serializes");
-    let body: Object<crate::http::digest::DigestBody> = crate::http::extract::parse_json(&bytes)
-        .map_err(|e| ApiError::schema(e.message.replace("invalid JSON body", "invalid arguments")))?;
-    let who = Caller { principal: caller.principal.clone(), tenant: Some(tenant) };
-    let key = IdempotencyKey(caller.idempotency_key.clone());
-    let resp = match crate::http::digest::digest(axum::extract::State(st.clone()), who, key, JsonBody(body)).await {
-        Ok(r) => r,
-        Err(e) => return Err(e),
-    };
-    let status = resp.status();
-    let replayed = resp.headers().contains_key(REPLAYED);
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.map_err(|_| ApiError::internal())?;
-    let mut v: Value = serde_json::from_slice(&bytes).map_err(|_| ApiError::internal())?;
-    if !status.is_success() {
-        let code = match v["error"]["code"].as_str() {
-            Some("Conflict") => "Conflict",
-            Some("NotFound") => "NotFound",
-            Some("UpstreamError") => "UpstreamError",
-            Some("UpstreamTimeout") => "UpstreamTimeout",
-            Some("PayloadTooLarge") => "PayloadTooLarge",
-            Some("SchemaInvalid") => "SchemaInvalid",
-            _ => "Internal",
-        };
-        return Err(ApiError::new(status, code, v["error"]["message"].as_str().unwrap_or("failed")));
-    }
-    if replayed {
-        if let Some(o) = v.as_object_mut() {
-            o.insert("replayed".into(), Value::Bool(true));
-        }
-    }
-    Ok(v)
+    let body: DigestRequest = parse(a.body)?;
+    let answer = st.digest(&tenant, body, caller.idempotency_key.as_ref()).await?;
+    replayed_or_fresh(answer, Value::clone)
 }

@@ -68,7 +68,7 @@ impl Endpoint {
             .with_max_request_body_bytes(state.limits.max_body_bytes);
         let for_factory = state.clone();
         let rpc = StreamableHttpService::new(
-            move || Ok(Server::new(for_factory.clone())),
+            move || Ok(Server::new(for_factory.service.clone())),
             Arc::new(NeverSessionManager::default()),
             config,
         );
@@ -177,17 +177,10 @@ pub async fn handle(State(ep): State<Endpoint>, req: Request) -> Response {
             );
         }
     }
-    let idempotency_key = match parts.headers.get(idempotency::HEADER).map(|v| v.as_bytes()) {
-        None | Some([]) => None,
-        Some(k) if k.len() > idempotency::MAX_KEY_LEN => {
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                id,
-                INVALID_REQUEST,
-                format!("Idempotency-Key must be at most {} characters", idempotency::MAX_KEY_LEN),
-            )
-        }
-        Some(k) => Some(k.to_vec()),
+    let presented = parts.headers.get(idempotency::HEADER).map(|v| v.as_bytes()).unwrap_or_default();
+    let idempotency_key = match crate::service::IdempotencyKey::parse(presented) {
+        Ok(key) => key,
+        Err(e) => return rpc_error(StatusCode::BAD_REQUEST, id, INVALID_REQUEST, e.message()),
     };
     parts.extensions.insert(CallerInfo { principal, idempotency_key });
     // The answer is always one JSON body; rmcp wants to hear that the client

@@ -7,7 +7,7 @@ pub mod packets;
 pub mod session;
 pub mod tools;
 
-use crate::http::AppState;
+use crate::service::Service;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -20,7 +20,7 @@ pub const MAX_CONNECTIONS: usize = 1024;
 
 /// Serves connections until `stop` turns true, then waits for them to end
 /// (each ends at once, telling its client the server is shutting down).
-pub async fn serve(listener: TcpListener, st: AppState, mut stop: watch::Receiver<bool>) -> std::io::Result<()> {
+pub async fn serve(listener: TcpListener, st: Service, mut stop: watch::Receiver<bool>) -> std::io::Result<()> {
     let shared = Arc::new(session::Shared::new(st));
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let conn_stop = stop.clone();

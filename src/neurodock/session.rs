@@ -10,7 +10,7 @@ use super::framing::{self, Decoder, Item};
 use super::packets::{self, Packet, ToolSpec};
 use super::tools;
 use crate::auth::{Principal, DEFAULT_TENANT};
-use crate::http::AppState;
+use crate::service::Service;
 use crate::memory::blocking;
 use crate::neurosan::turn;
 use crate::neurosan::wire::{ChatContext, ChatMessage, ChatRequest, MessageType};
@@ -40,13 +40,13 @@ type Servers = HashMap<(String, String), (Arc<Conn>, ToolSpec)>;
 /// What every connection of a listener shares: the service, and which
 /// connection serves each client tool.
 pub struct Shared {
-    pub st: AppState,
+    pub st: Service,
     servers: Mutex<Servers>,
     next_conn: AtomicU64,
 }
 
 impl Shared {
-    pub fn new(st: AppState) -> Shared {
+    pub fn new(st: Service) -> Shared {
         Shared { st, servers: Mutex::new(HashMap::new()), next_conn: AtomicU64::new(1) }
     }
 

@@ -13,7 +13,7 @@
 
 use super::packets::ToolSpec;
 use crate::agents::MemoryTool;
-use crate::http::AppState;
+use crate::service::Service;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use tempora_storage::{Engine, EngineError, Fact, FactInput, FactQuery, StatusFilter, WriteOp};
@@ -92,7 +92,7 @@ pub fn load(engine: &Engine, tenant: &str, name: &str) -> Result<Option<ToolSpec
 
 /// Runs a built-in tool; `source` is stamped on what `remember` writes.
 pub async fn run_builtin(
-    st: &AppState,
+    st: &Service,
     tenant: &str,
     name: &str,
     args: Map<String, Value>,
@@ -104,7 +104,7 @@ pub async fn run_builtin(
         "recall" => MemoryTool::Recall,
         other => return Err(format!("no built-in tool {other}")),
     };
-    crate::neurosan::tools::run(st, tenant, tool, args, source).await.map_err(|e| format!("{}: {}", e.code, e.message))
+    crate::neurosan::tools::run(st, tenant, tool, args, source).await.map_err(|e| format!("{}: {e}", e.code()))
 }
 
 pub fn now_ms() -> i64 {

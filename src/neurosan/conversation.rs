@@ -21,8 +21,8 @@
 //! back, it is all any server needs to go on; nothing is looked up.
 
 use super::wire::{ChatContext, ChatHistory, ChatMessage, MessageType, Origin};
-use crate::http::error::ApiError;
-use crate::http::AppState;
+use crate::service::ServiceError;
+use crate::service::Service;
 use serde_json::{json, Map, Value};
 use tempora_storage::{FactInput, WriteOp};
 
@@ -118,13 +118,13 @@ pub struct Said<'a> {
 /// Stores `said` as messages `first..` of conversation `id` of `network`, in
 /// one transaction.
 pub async fn store(
-    st: &AppState,
+    st: &Service,
     tenant: &str,
     id: &str,
     network: &str,
     first: usize,
     said: &[Said<'_>],
-) -> Result<(), ApiError> {
+) -> Result<(), ServiceError> {
     let conversation = source(id);
     let fact = |subject: &str, predicate: &str, object: Value, at: i64, props: Option<Map<String, Value>>| {
         WriteOp::Assert(FactInput {
@@ -152,7 +152,7 @@ pub async fn store(
         ops.push(fact(&message, "agent", json!(s.agent), s.at, None));
         ops.push(fact(&message, "text", json!(text), s.at, props));
     }
-    st.memory.write(tenant, ops, None).await?.map_err(|_| ApiError::internal())?;
+    st.memory.write(tenant, ops, None).await?.map_err(|_| ServiceError::Internal)?;
     Ok(())
 }
 

@@ -6,8 +6,8 @@
 use super::commands::{self, Command};
 use super::tools;
 use crate::agents::MemoryTool;
-use crate::http::error::ApiError;
-use crate::http::AppState;
+use crate::service::ServiceError;
+use crate::service::Service;
 use serde_json::{json, Value};
 use tempora_storage::{Fact, FactQuery, StatusFilter, WriteOp};
 
@@ -32,7 +32,7 @@ pub struct Answer {
 
 /// Answers `text` for `tenant`; `now` is unix ms, `source` is stamped on
 /// what is remembered (the conversation).
-pub async fn answer(st: &AppState, tenant: &str, text: &str, now: i64, source: &str) -> Result<Answer, ApiError> {
+pub async fn answer(st: &Service, tenant: &str, text: &str, now: i64, source: &str) -> Result<Answer, ServiceError> {
     let command = match commands::parse(text, now) {
         Ok(c) => c,
         Err(usage) => return Ok(Answer { text: format!("Sorry, {usage}."), steps: Vec::new() }),
@@ -42,7 +42,7 @@ pub async fn answer(st: &AppState, tenant: &str, text: &str, now: i64, source: &
         let args = args.as_object().cloned().unwrap_or_default();
         async move {
             let result = tools::run(st, tenant, tool, args.clone(), Some(source)).await?;
-            Ok::<_, ApiError>(Step { tool: tool.name(), args: Value::Object(args), result })
+            Ok::<_, ServiceError>(Step { tool: tool.name(), args: Value::Object(args), result })
         }
     };
     let text = match command {
@@ -192,12 +192,12 @@ pub async fn answer(st: &AppState, tenant: &str, text: &str, now: i64, source: &
 /// Retracts the current facts of `subject predicate` (with `object` only,
 /// when given), in one transaction.
 async fn forget(
-    st: &AppState,
+    st: &Service,
     tenant: &str,
     subject: &str,
     predicate: &str,
     object: Option<&Value>,
-) -> Result<Vec<Fact>, ApiError> {
+) -> Result<Vec<Fact>, ServiceError> {
     let q = FactQuery {
         subject: Some(subject.to_string()),
         predicate: Some(predicate.to_string()),
@@ -210,12 +210,12 @@ async fn forget(
         return Ok(current);
     }
     let ops = current.iter().map(|f| WriteOp::Retract(f.id)).collect();
-    st.memory.write(tenant, ops, None).await?.map_err(|_| ApiError::internal())?;
+    st.memory.write(tenant, ops, None).await?.map_err(|_| ServiceError::Internal)?;
     Ok(current)
 }
 
 /// The entity's current facts, and the current facts whose object is it.
-async fn about(st: &AppState, tenant: &str, entity: &str) -> Result<(Vec<Fact>, Vec<Fact>), ApiError> {
+async fn about(st: &Service, tenant: &str, entity: &str) -> Result<(Vec<Fact>, Vec<Fact>), ServiceError> {
     let page = |q: FactQuery| {
         st.memory.query(tenant, FactQuery { limit: MAX_LISTED + 1, status: StatusFilter::Current, ..q })
     };

@@ -15,7 +15,7 @@ use super::emit::Emitter;
 use super::frontman;
 use super::wire::{ChatMessage, MessageType, Origin};
 use crate::agents::{AgentKind, AgentNetwork, AgentSpec, LlmConfig, ToolRef};
-use crate::http::AppState;
+use crate::service::Service;
 use crate::llm::{LlmError, ModelConfig};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -49,7 +49,7 @@ pub enum Failure {
 
 /// What one turn shares across its agents.
 pub struct Turn<'a> {
-    pub st: &'a AppState,
+    pub st: &'a Service,
     pub tenant: &'a str,
     /// Stamped on what the turn remembers: its conversation.
     pub source: &'a str,
@@ -85,7 +85,7 @@ impl<'a> Turn<'a> {
                 _ if is_memory => {
                     let answer = frontman::answer(self.st, self.tenant, &input, self.now, self.source)
                         .await
-                        .map_err(|e| Failure::Memory(e.message))?;
+                        .map_err(|e| Failure::Memory(e.message()))?;
                     for step in &answer.steps {
                         self.emit.tool_call(&origin, step.tool, &step.args).await;
                         self.emit.tool_result(&origin, step.tool, &step.result).await;
@@ -211,7 +211,7 @@ impl<'a> Turn<'a> {
                         let args = args.as_object().cloned().unwrap_or_default();
                         return match super::tools::run(self.st, self.tenant, *t, args, Some(self.source)).await {
                             Ok(v) => v,
-                            Err(e) => json!({"error": e.message}),
+                            Err(e) => json!({"error": e.message()}),
                         };
                     }
                     AgentKind::Llm => match network.effective_llm_config(agent) {

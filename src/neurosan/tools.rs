@@ -6,8 +6,8 @@
 
 use crate::agents::MemoryTool;
 use crate::auth::Principal;
-use crate::http::error::ApiError;
-use crate::http::AppState;
+use crate::service::ServiceError;
+use crate::service::Service;
 use crate::mcp::tools::CallerInfo;
 use crate::memory::blocking;
 use serde_json::{json, Map, Value};
@@ -21,12 +21,12 @@ const DEFAULT_HISTORY: usize = 200;
 /// network) in `tenant`. `source` is stamped on what `remember` writes when
 /// the arguments name none: the conversation it was said in.
 pub async fn run(
-    st: &AppState,
+    st: &Service,
     tenant: &str,
     tool: MemoryTool,
     mut args: Map<String, Value>,
     source: Option<&str>,
-) -> Result<Value, ApiError> {
+) -> Result<Value, ServiceError> {
     // A tool runs in the turn's tenant whatever the arguments say: the
     // model must not be able to name another.
     args.remove("namespace");
@@ -45,28 +45,28 @@ pub async fn run(
     }
 }
 
-async fn history(st: &AppState, tenant: &str, args: Map<String, Value>) -> Result<Value, ApiError> {
+async fn history(st: &Service, tenant: &str, args: Map<String, Value>) -> Result<Value, ServiceError> {
     let subject = match args.get("subject") {
         Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
-        _ => return Err(ApiError::schema("history needs subject, an entity `Type:id`")),
+        _ => return Err(ServiceError::invalid("history needs subject, an entity `Type:id`")),
     };
     let predicate = match args.get("predicate") {
         None | Some(Value::Null) => None,
         Some(Value::String(p)) => Some(p.clone()),
         Some(other) => {
-            return Err(ApiError::schema(format!("predicate must be a string, got {}", crate::json::kind_name(other))))
+            return Err(ServiceError::invalid(format!("predicate must be a string, got {}", crate::json::kind_name(other))))
         }
     };
     let limit = match args.get("limit") {
         None | Some(Value::Null) => DEFAULT_HISTORY,
         Some(v) => match v.as_u64() {
             Some(n @ 1..) if n as usize <= MAX_HISTORY => n as usize,
-            _ => return Err(ApiError::schema(format!("limit must be an integer within [1, {MAX_HISTORY}]"))),
+            _ => return Err(ServiceError::invalid(format!("limit must be an integer within [1, {MAX_HISTORY}]"))),
         },
     };
     for key in args.keys() {
         if !["subject", "predicate", "limit"].contains(&key.as_str()) {
-            return Err(ApiError::schema(format!("invalid argument {key}: unknown field")));
+            return Err(ServiceError::invalid(format!("invalid argument {key}: unknown field")));
         }
     }
     let engine = st.memory.engine().clone();

@@ -15,7 +15,7 @@ use super::conversation::{self, Said, Thread};
 use super::emit::Emitter;
 use super::think::{self, Failure};
 use super::wire::{ChatContext, ChatMessage, ChatRequest, ChatResponse, MessageType, Origin};
-use crate::http::AppState;
+use crate::service::Service;
 use serde_json::{json, Map, Value};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,7 +81,7 @@ impl Turn {
 }
 
 /// Starts a turn of `agent` for `tenant`.
-pub fn start(st: &AppState, tenant: String, agent: &str, req: ChatRequest) -> Result<Turn, StartError> {
+pub fn start(st: &Service, tenant: String, agent: &str, req: ChatRequest) -> Result<Turn, StartError> {
     let network = st.agents.get(agent).ok_or_else(|| StartError::UnknownAgent(agent.to_string()))?;
     let text = req.user_message.as_ref().map(|m| m.text.trim().to_string()).unwrap_or_default();
     if text.is_empty() {
@@ -118,7 +118,7 @@ pub fn start(st: &AppState, tenant: String, agent: &str, req: ChatRequest) -> Re
 }
 
 async fn run(
-    st: &AppState,
+    st: &Service,
     tenant: &str,
     network: std::sync::Arc<crate::agents::AgentNetwork>,
     thread: Thread,
@@ -159,7 +159,7 @@ async fn run(
         Said { human: false, agent: &front.name, text: &answer, at: now_ms().max(started) },
     ];
     if let Err(e) = conversation::store(st, tenant, &thread.id, &network.name, thread.messages.len(), &said).await {
-        let why = format!("the answer could not be stored: {}", e.message);
+        let why = format!("the answer could not be stored: {e}");
         return fail_in(emit, &origin, &thread, &front.name, &instructions, &why).await;
     }
     emit.intermediate(ChatMessage { origin: origin.clone(), ..ChatMessage::new(MessageType::Ai, answer.clone()) })

@@ -19,8 +19,9 @@ pub mod convert;
 pub mod routing;
 pub mod structs;
 
-use crate::http::AppState;
+use crate::service::Service;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 use tonic_health::ServingStatus;
 
@@ -50,7 +51,8 @@ pub use routing::{AGENT_SERVICE, CONCIERGE_SERVICE};
 /// the calls in flight finish (the caller bounds how long it waits).
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    state: AppState,
+    state: Service,
+    in_flight: Arc<tokio::sync::Semaphore>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -68,7 +70,6 @@ pub async fn serve(
         .build_v1alpha()
         .expect("the built-in descriptor sets are valid");
 
-    let in_flight = state.in_flight.clone();
     let max_header_bytes = u32::try_from(state.limits.max_header_bytes).unwrap_or(u32::MAX);
     // Health and reflection are routed by their service names; every other
     // path (the concierge, the agents, anything unknown) goes to NeuroSan.
@@ -81,7 +82,7 @@ pub async fn serve(
     let router = builder.routes().into_axum_router().fallback_service(routing::NeuroSan::new(state)).layer(
         tower::ServiceBuilder::new()
             .layer(axum::error_handling::HandleErrorLayer::new(|_: tower::BoxError| async {
-                tonic::Status::unavailable(crate::http::AT_REQUEST_LIMIT).into_http::<axum::body::Body>()
+                tonic::Status::unavailable(crate::service::error::AT_REQUEST_LIMIT).into_http::<axum::body::Body>()
             }))
             .load_shed()
             .layer(tower::limit::GlobalConcurrencyLimitLayer::with_semaphore(in_flight)),

@@ -8,10 +8,12 @@
 
 use super::convert;
 use super::pb;
-use crate::http::extract::Caller;
-use crate::http::AppState;
+use crate::service::principal::{bearer_token, Credentials};
+use crate::service::Service;
+
+/// The metadata an admin names the tenant of a call with (as the HTTP header).
+const TENANT_METADATA: &str = "x-tempora-tenant";
 use crate::neurosan::turn::{self, StartError};
-use axum::extract::FromRequestParts;
 use axum::http::{Request, Response};
 use futures_util::{FutureExt, Stream, StreamExt};
 use std::convert::Infallible;
@@ -80,13 +82,13 @@ pub fn route(path: &str) -> Route<'_> {
 /// requests (the gRPC server's fallback, after health and reflection).
 #[derive(Clone)]
 pub struct NeuroSan {
-    state: AppState,
+    state: Service,
     /// The largest request message accepted, in bytes.
     max_message: usize,
 }
 
 impl NeuroSan {
-    pub fn new(state: AppState) -> NeuroSan {
+    pub fn new(state: Service) -> NeuroSan {
         let max_message = state.limits.max_body_bytes;
         NeuroSan { state, max_message }
     }
@@ -112,8 +114,15 @@ impl NeuroSan {
         // Who is calling, from the metadata (the request's headers), exactly
         // as for HTTP: `authorization: Bearer <key>`, and for admins
         // `x-tempora-tenant`.
-        let (mut parts, body) = req.into_parts();
-        let caller = match Caller::from_request_parts(&mut parts, &self.state).await {
+        let (parts, body) = req.into_parts();
+        let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        let credentials = Credentials {
+            bearer: header("authorization").and_then(bearer_token),
+            session: None,
+            host: header("host").or_else(|| parts.uri.host()),
+            tenant: header(TENANT_METADATA),
+        };
+        let caller = match self.state.authenticate(&credentials) {
             Ok(c) => c,
             Err(_) => {
                 return status(Status::unauthenticated(
@@ -203,7 +212,7 @@ pub type ChatStream = Pin<Box<dyn Stream<Item = Result<pb::agent::ChatResponse, 
 
 /// `StreamingChat` of one network for one tenant.
 struct Chat {
-    state: AppState,
+    state: Service,
     tenant: String,
     agent: Arc<str>,
 }
