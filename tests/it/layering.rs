@@ -120,7 +120,6 @@ const KNOWN_VIOLATIONS: &[&str] = &[
     "tempora_storage: src/http/error.rs",
     "tempora_storage: src/http/facts.rs",
     "tempora_storage: src/http/idempotency.rs",
-    "tempora_storage: src/http/openapi.rs",
     "tempora_storage: src/http/ops.rs",
     "tempora_storage: src/http/query.rs",
     "tempora_storage: src/http/recall.rs",

@@ -39,6 +39,7 @@ mod neurodock_tcp;
 mod neurosan_chat;
 mod neurosan_grpc;
 mod neurosan_http;
+mod openapi_doc;
 mod serve;
 mod storage_checkpoint;
 mod storage_warm;
