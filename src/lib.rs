@@ -29,3 +29,4 @@ pub mod recall;
 pub mod search;
 pub mod server;
 pub mod service;
+pub mod store;

@@ -474,8 +474,12 @@ fn the_documented_limits_are_the_servers() {
         let text = at(&pointer).as_str().unwrap_or_else(|| panic!("{pointer} is not text"));
         assert!(text.contains(&fragment), "{pointer} does not say \"{fragment}\"");
     }
-    let limit = parameter(doc, "/api/facts", "get", "limit")["description"].as_str().unwrap();
-    for page in [format!("1..{}", tempora_storage::MAX_PAGE), format!("Default {}", tempora_storage::DEFAULT_PAGE)] {
-        assert!(limit.contains(&page), "GET /api/facts limit does not say \"{page}\"");
+    let limit = &parameter(doc, "/api/facts", "get", "limit");
+    let text = limit["description"].as_str().unwrap();
+    for page in [format!("1..{}", tempora_storage::MAX_PAGE), format!("default {}", tempora_storage::DEFAULT_PAGE)] {
+        assert!(text.contains(&page), "GET /api/facts limit does not say \"{page}\"");
     }
+    assert_eq!(limit["schema"]["minimum"], 1);
+    assert_eq!(limit["schema"]["maximum"], tempora_storage::MAX_PAGE);
+    assert_eq!(limit["schema"]["default"], tempora_storage::DEFAULT_PAGE);
 }
