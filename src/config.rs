@@ -237,7 +237,7 @@ impl Default for Limits {
             sse_buffer: 1024,
             min_free_disk_bytes: 64 << 20,
             storage_cache_bytes: 512 << 20,
-            storage_checkpoint_bytes: tempora_storage::kv::CHECKPOINT_BYTES,
+            storage_checkpoint_bytes: crate::store::CHECKPOINT_BYTES,
             storage_warm_cache: true,
             request_timeout_secs: 30,
             header_read_timeout_secs: 30,

@@ -210,8 +210,8 @@ fn offline_config(args: DataDirArgs) -> Result<Config> {
 
 fn compact(args: DataDirArgs) -> Result<()> {
     let cfg = offline_config(args)?;
-    let done = tempora_storage::compact(&cfg.data_dir).map_err(|e| match e {
-        tempora_storage::EngineError::Storage(tempora_storage::StorageError::Locked(_)) => anyhow::anyhow!(
+    let done = tempora::store::embedded::compact(&cfg.data_dir).map_err(|e| match e {
+        tempora::store::EngineError::Storage(tempora::store::StorageError::Locked(_)) => anyhow::anyhow!(
             "data directory {} is in use by another process (a running tempora server?); stop it before compacting",
             cfg.data_dir.display()
         ),
@@ -232,7 +232,7 @@ fn compact(args: DataDirArgs) -> Result<()> {
 fn reindex(args: DataDirArgs) -> Result<()> {
     let cfg = offline_config(args)?;
     // The store locks its files: a running server makes this fail.
-    let engine = tempora::server::open_engine(&cfg).map_err(|e| {
+    let engine = tempora::server::open_store(&cfg).map_err(|e| {
         let text = format!("{e:#}");
         if text.contains("in use") || text.contains("lock") {
             anyhow::anyhow!(

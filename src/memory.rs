@@ -4,7 +4,7 @@
 //! the change feed.
 
 use std::sync::Arc;
-use tempora_storage::{Change, Engine, EngineError, FactPage, FactQuery, Idempotency, Tx, WriteOp, WriteOutcome};
+use crate::store::{Change, MemoryStore, EngineError, FactPage, FactQuery, Idempotency, Tx, WriteOp, WriteOutcome};
 use tokio::sync::broadcast;
 
 /// A committed transaction, announced to subscribers. The frames themselves
@@ -18,7 +18,7 @@ pub struct Committed {
 
 #[derive(Clone)]
 pub struct Memory {
-    engine: Arc<Engine>,
+    store: Arc<dyn MemoryStore>,
     feed: broadcast::Sender<Committed>,
 }
 
@@ -27,20 +27,22 @@ pub struct Memory {
 const FEED_CAPACITY: usize = 4096;
 
 impl Memory {
-    pub fn new(engine: Arc<Engine>) -> Memory {
+    pub fn new(store: Arc<dyn MemoryStore>) -> Memory {
         let (feed, _) = broadcast::channel(FEED_CAPACITY);
         let sender = feed.clone();
-        engine.add_commit_listener(Box::new(move |committed| {
+        store.add_commit_listener(Box::new(move |committed| {
             for (tenant, tx) in committed {
                 // No receivers is fine; send never blocks.
                 let _ = sender.send(Committed { tenant: Arc::from(tenant.as_str()), tx: *tx });
             }
         }));
-        Memory { engine, feed }
+        Memory { store, feed }
     }
 
-    pub fn engine(&self) -> &Arc<Engine> {
-        &self.engine
+    /// The store itself, for the service's reads and for what follows
+    /// its change log (search, embeddings, the monitor).
+    pub fn store(&self) -> &Arc<dyn MemoryStore> {
+        &self.store
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Committed> {
@@ -59,9 +61,14 @@ impl Memory {
         // a pool thread parked per write (and spinning before it parks) cost
         // more CPU than the HTTP work around it.
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.engine.write_then(tenant, ops, idempotency, move |r| {
-            let _ = tx.send(r);
-        })?;
+        self.store.write_then(
+            tenant,
+            ops,
+            idempotency,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        )?;
         rx.await.map_err(|_| EngineError::Closed("the writer thread stopped".into()))?
     }
 
@@ -72,19 +79,19 @@ impl Memory {
     /// again on the blocking pool, so a long scan never holds an async thread
     /// (with two cores, two such scans held every request up).
     pub async fn query(&self, tenant: &str, q: FactQuery) -> Result<FactPage, EngineError> {
-        if let Some(page) = self.engine.query_within(tenant, &q, INLINE_SCAN)? {
+        if let Some(page) = self.store.query_within(tenant, &q, INLINE_SCAN)? {
             return Ok(page);
         }
-        let engine = Arc::clone(&self.engine);
+        let store = Arc::clone(&self.store);
         let tenant = tenant.to_string();
-        blocking(move || engine.query(&tenant, &q)).await
+        blocking(move || store.query(&tenant, &q)).await
     }
 
     /// The tenant's committed transactions after `after`.
     pub async fn changes(&self, tenant: &str, after: Tx, limit: usize) -> Result<Vec<Change>, EngineError> {
-        let engine = Arc::clone(&self.engine);
+        let store = Arc::clone(&self.store);
         let tenant = tenant.to_string();
-        blocking(move || engine.changes(&tenant, after, limit)).await
+        blocking(move || store.changes(&tenant, after, limit)).await
     }
 }
 

@@ -6,7 +6,7 @@
 use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tempora_storage::Engine;
+use crate::store::MemoryStore;
 
 pub struct Metrics {
     registry: Registry,
@@ -185,7 +185,7 @@ impl Metrics {
     }
 
     /// The text exposition; gauges that mirror engine state are read now.
-    pub fn render(&self, engine: &Engine) -> String {
+    pub fn render(&self, engine: &dyn MemoryStore) -> String {
         self.subscribers.set(self.sse_count.load(Ordering::Relaxed) as i64);
         let mut totals = [0u64; 4];
         for t in engine.tenants() {

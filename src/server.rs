@@ -11,36 +11,29 @@ use std::future::Future;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
-use tempora_storage::{Backend, Durability, Engine, EngineConfig};
+use crate::store::{embedded, MemoryStore};
 use tokio::sync::watch;
 
-/// Opens the engine the configuration names.
-pub fn open_engine(cfg: &Config) -> Result<Arc<Engine>> {
-    let durability = match cfg.durability {
-        DurabilitySetting::Durable => Durability::Durable,
-        DurabilitySetting::Relaxed => Durability::Relaxed,
+/// Opens the store the configuration names.
+pub fn open_store(cfg: &Config) -> Result<Arc<dyn MemoryStore>> {
+    let options = embedded::Options {
+        durable: matches!(cfg.durability, DurabilitySetting::Durable),
+        min_free_bytes: cfg.limits.min_free_disk_bytes,
+        cache_bytes: cfg.limits.storage_cache_bytes,
+        checkpoint_bytes: cfg.limits.storage_checkpoint_bytes,
+        warm_cache: cfg.limits.storage_warm_cache,
+        redb: matches!(cfg.storage_backend, StorageBackendSetting::Redb),
     };
-    let engine = Engine::open(
-        EngineConfig::at(&cfg.data_dir)
-            .durability(durability)
-            .min_free_bytes(cfg.limits.min_free_disk_bytes)
-            .cache_bytes(cfg.limits.storage_cache_bytes)
-            .checkpoint_bytes(cfg.limits.storage_checkpoint_bytes)
-            .warm_cache(cfg.limits.storage_warm_cache)
-            .backend(match cfg.storage_backend {
-                StorageBackendSetting::Redb => Backend::Redb,
-                StorageBackendSetting::Sled => Backend::Sled,
-            }),
-    )
+    let store = embedded::open(&cfg.data_dir, &options)
         .with_context(|| format!("cannot open data directory {}", cfg.data_dir.display()))?;
-    Ok(Arc::new(engine))
+    Ok(store)
 }
 
 /// Runs the service until `shutdown` resolves: binds the listeners, serves,
 /// then drains in-flight requests, ends open streams, finishes queued writes,
 /// syncs and returns.
 pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
-    let engine = open_engine(&cfg)?;
+    let engine = open_store(&cfg)?;
     let (tx, at) = engine.last_tx();
     let memory = Memory::new(Arc::clone(&engine));
     let sse_subscribers = Arc::new(AtomicUsize::new(0));
@@ -78,7 +71,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     ));
     let scheduled = {
         let (rt, engine) = (Arc::clone(&connectors), Arc::clone(&engine));
-        tokio::task::spawn_blocking(move || crate::connectors::schedule::load(&rt, &engine))
+        tokio::task::spawn_blocking(move || crate::connectors::schedule::load(&rt, &*engine))
             .await?
             .context("cannot read the connectors' schedules")?
     };

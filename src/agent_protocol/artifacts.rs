@@ -109,7 +109,7 @@ pub async fn create(
     let n = chunks.len();
     let records: Vec<(Vec<u8>, Vec<u8>)> =
         chunks.into_iter().enumerate().map(|(i, c)| (chunk_key(tenant, &id, i as u32), c.to_vec())).collect();
-    let engine = st.memory.engine().clone();
+    let engine = st.memory.store().clone();
     blocking(move || engine.aux_put_many(records)).await?;
     let subject = store::artifact_subject(&id);
     let mut facts = Facts::of_task(task_id);
@@ -240,7 +240,7 @@ pub async fn parse_upload(content_type: &[u8], body: Bytes, max: usize) -> Resul
 
 /// The artifact's bytes as a streamed body, read chunk by chunk.
 pub fn download(st: &Service, tenant: &str, a: &Artifact) -> Body {
-    let engine = st.memory.engine().clone();
+    let engine = st.memory.store().clone();
     let (tenant, id, n) = (tenant.to_string(), a.id.clone(), a.chunks as u32);
     let chunks = futures_util::stream::unfold(0u32, move |i| {
         let (engine, key) = (engine.clone(), chunk_key(&tenant, &id, i));

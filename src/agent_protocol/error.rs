@@ -63,8 +63,8 @@ impl From<ServiceError> for ApError {
     }
 }
 
-impl From<tempora_storage::EngineError> for ApError {
-    fn from(e: tempora_storage::EngineError) -> ApError {
+impl From<crate::store::EngineError> for ApError {
+    fn from(e: crate::store::EngineError) -> ApError {
         ServiceError::from(e).into()
     }
 }

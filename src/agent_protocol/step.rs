@@ -228,7 +228,7 @@ fn save_as(extra: Option<&Map<String, Value>>) -> Result<Option<(String, Option<
 /// One turn of the task's network, continuing the task's conversation:
 /// the answer, and the error when the turn failed.
 async fn run_turn(st: &Service, tenant: &str, task: &Task, text: String) -> Result<(String, Option<String>), ApError> {
-    let engine = st.memory.engine().clone();
+    let engine = st.memory.store().clone();
     let key = artifacts::context_key(tenant, &task.id);
     let stored = blocking({
         let (engine, key) = (engine.clone(), key.clone());

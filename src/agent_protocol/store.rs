@@ -29,7 +29,7 @@ use crate::memory::blocking;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
-use tempora_storage::{Engine, EngineError, Fact, FactInput, FactQuery, WriteOp, MAX_PAGE};
+use crate::store::{MemoryStore, EngineError, Fact, FactInput, FactQuery, WriteOp, MAX_PAGE};
 
 type EngineResult<T> = Result<T, EngineError>;
 
@@ -85,7 +85,7 @@ pub async fn write(st: &crate::service::Service, tenant: &str, facts: Facts) -> 
 /// The current facts of a subject, by predicate.
 pub type Record = HashMap<String, Value>;
 
-fn current(engine: &Engine, tenant: &str, subject: &str) -> EngineResult<Record> {
+fn current(engine: &dyn MemoryStore, tenant: &str, subject: &str) -> EngineResult<Record> {
     let page = engine
         .query(tenant, &FactQuery { subject: Some(subject.to_string()), limit: MAX_PAGE, ..Default::default() })?;
     Ok(page.facts.into_iter().map(|f| (f.predicate, f.object)).collect())
@@ -93,7 +93,7 @@ fn current(engine: &Engine, tenant: &str, subject: &str) -> EngineResult<Record>
 
 /// Every current fact with `predicate` (and `object`, when given), oldest
 /// transaction first: the order things were created in.
-fn all_with(engine: &Engine, tenant: &str, predicate: &str, object: Option<Value>) -> EngineResult<Vec<Fact>> {
+fn all_with(engine: &dyn MemoryStore, tenant: &str, predicate: &str, object: Option<Value>) -> EngineResult<Vec<Fact>> {
     let mut out = Vec::new();
     let mut cursor = None;
     loop {
@@ -219,7 +219,7 @@ fn artifact_from(id: String, r: &Record) -> Option<Artifact> {
 /// The artifacts whose `edge` points at `target`, oldest first. An
 /// artifact's facts are written together, so one without its name is not
 /// there yet.
-fn artifacts_of(engine: &Engine, tenant: &str, edge: &str, target: &str) -> EngineResult<Vec<Artifact>> {
+fn artifacts_of(engine: &dyn MemoryStore, tenant: &str, edge: &str, target: &str) -> EngineResult<Vec<Artifact>> {
     let mut out = Vec::new();
     for f in all_with(engine, tenant, edge, Some(json!(target)))? {
         let r = current(engine, tenant, &f.subject)?;
@@ -228,7 +228,7 @@ fn artifacts_of(engine: &Engine, tenant: &str, edge: &str, target: &str) -> Engi
     Ok(out)
 }
 
-fn read_task(engine: &Engine, tenant: &str, id: &str) -> EngineResult<Option<Task>> {
+fn read_task(engine: &dyn MemoryStore, tenant: &str, id: &str) -> EngineResult<Option<Task>> {
     let subject = task_subject(id);
     let r = current(engine, tenant, &subject)?;
     let Some(agent) = text(&r, "task.agent") else { return Ok(None) };
@@ -243,7 +243,7 @@ fn read_task(engine: &Engine, tenant: &str, id: &str) -> EngineResult<Option<Tas
     }))
 }
 
-fn read_step(engine: &Engine, tenant: &str, id: &str) -> EngineResult<Option<Step>> {
+fn read_step(engine: &dyn MemoryStore, tenant: &str, id: &str) -> EngineResult<Option<Step>> {
     let subject = step_subject(id);
     let r = current(engine, tenant, &subject)?;
     let Some(task) = text(&r, "step.task") else { return Ok(None) };
@@ -264,7 +264,7 @@ fn read_step(engine: &Engine, tenant: &str, id: &str) -> EngineResult<Option<Ste
 
 /// Reads run on the blocking pool.
 pub struct Reader {
-    engine: Arc<Engine>,
+    engine: Arc<dyn MemoryStore>,
     tenant: String,
 }
 
@@ -276,7 +276,7 @@ pub struct Page<T> {
 
 impl Reader {
     pub fn new(st: &crate::service::Service, tenant: &str) -> Reader {
-        Reader { engine: st.memory.engine().clone(), tenant: tenant.to_string() }
+        Reader { engine: st.memory.store().clone(), tenant: tenant.to_string() }
     }
 
     pub fn tenant(&self) -> &str {
@@ -285,10 +285,10 @@ impl Reader {
 
     async fn run<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Engine, &str) -> EngineResult<T> + Send + 'static,
+        f: impl FnOnce(&dyn MemoryStore, &str) -> EngineResult<T> + Send + 'static,
     ) -> Result<T, ApError> {
         let (engine, tenant) = (self.engine.clone(), self.tenant.clone());
-        Ok(blocking(move || f(&engine, &tenant)).await?)
+        Ok(blocking(move || f(&*engine, &tenant)).await?)
     }
 
     pub async fn task(&self, id: &str) -> Result<Task, ApError> {

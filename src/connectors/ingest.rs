@@ -17,7 +17,7 @@ use crate::memory::{blocking, Memory};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use tempora_storage::{EngineError, FactInput, Idempotency, OpOutcome, Status, WriteOp, WriteOutcome};
+use crate::store::{EngineError, FactInput, Idempotency, OpOutcome, Status, WriteOp, WriteOutcome};
 
 /// Facts per transaction.
 pub const CHUNK_FACTS: usize = 1000;
@@ -293,7 +293,7 @@ impl Ingest {
     async fn flush(&mut self, idem: Option<Vec<u8>>) -> Result<Option<Vec<u8>>, EngineError> {
         let pending = std::mem::take(&mut self.pending);
         self.pending_facts = 0;
-        let engine = Arc::clone(self.memory.engine());
+        let engine = Arc::clone(self.memory.store());
         let tenant = self.tenant.clone();
         // Drop what is already stored.
         let (pending, unchanged) = blocking(move || {
@@ -303,7 +303,7 @@ impl Ingest {
                 let before = p.facts.len();
                 let mut facts = Vec::with_capacity(before);
                 for f in p.facts {
-                    let live = super::live_values(&engine, &tenant, &f.subject, &f.predicate)?;
+                    let live = super::live_values(&*engine, &tenant, &f.subject, &f.predicate)?;
                     if !live.iter().any(|l| l.object == f.object && l.source == f.source) {
                         facts.push(f);
                     }

@@ -4,7 +4,7 @@
 use crate::digest::{self, mask::Masker, Hint};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use tempora_storage::{is_entity_ref, validate_input, FactInput};
+use crate::store::{is_entity_ref, validate_input, FactInput};
 
 /// The connector's `subject` setting.
 #[derive(Debug, Clone, PartialEq)]

@@ -27,7 +27,7 @@ use crate::digest::mask::Strategy;
 use mapping::{FieldMap, SubjectRule};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use tempora_storage::{Engine, EngineError, Fact, FactInput, FactQuery, Status, StatusFilter, StatusSet, WriteOp};
+use crate::store::{MemoryStore, EngineError, Fact, FactInput, FactQuery, Status, StatusFilter, StatusSet, WriteOp};
 
 pub const ENTITY_TYPE: &str = "Connector";
 pub const KINDS: [&str; 2] = ["webhook", "pull"];
@@ -194,7 +194,7 @@ impl Connector {
 }
 
 /// The stored settings of one connector: the current fact of each setting.
-fn settings(engine: &Engine, tenant: &str, name: &str) -> Result<BTreeMap<String, Fact>, EngineError> {
+fn settings(engine: &dyn MemoryStore, tenant: &str, name: &str) -> Result<BTreeMap<String, Fact>, EngineError> {
     let q = FactQuery {
         subject: Some(Connector::entity(name)),
         status: StatusFilter::Current,
@@ -232,7 +232,7 @@ fn from_settings(name: &str, s: &BTreeMap<String, Fact>) -> Option<Connector> {
 }
 
 /// One connector's settings; `None` when it was never registered.
-pub fn load(engine: &Engine, tenant: &str, name: &str) -> Result<Option<Connector>, EngineError> {
+pub fn load(engine: &dyn MemoryStore, tenant: &str, name: &str) -> Result<Option<Connector>, EngineError> {
     if check_name(name).is_err() {
         return Ok(None);
     }
@@ -240,14 +240,14 @@ pub fn load(engine: &Engine, tenant: &str, name: &str) -> Result<Option<Connecto
 }
 
 /// Every connector of the tenant, by name.
-pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Connector>, EngineError> {
+pub fn list(engine: &dyn MemoryStore, tenant: &str) -> Result<Vec<Connector>, EngineError> {
     let mut names = Vec::new();
     let mut cursor = None;
     loop {
         let q = FactQuery {
             predicate: Some(format!("{SETTING_PREFIX}kind")),
             status: StatusFilter::Current,
-            limit: tempora_storage::MAX_PAGE,
+            limit: crate::store::MAX_PAGE,
             cursor,
             ..Default::default()
         };
@@ -278,7 +278,7 @@ pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Connector>, EngineError
 /// The write that makes the stored settings equal `r`: changed settings
 /// are asserted (superseding the old value), settings no longer given are
 /// retracted, unchanged ones are left alone. Empty when nothing changed.
-pub fn register_ops(engine: &Engine, tenant: &str, wanted: &Connector) -> Result<Vec<WriteOp>, EngineError> {
+pub fn register_ops(engine: &dyn MemoryStore, tenant: &str, wanted: &Connector) -> Result<Vec<WriteOp>, EngineError> {
     let current = settings(engine, tenant, &wanted.name)?;
     let entity = Connector::entity(&wanted.name);
     let mut ops = Vec::new();
@@ -297,13 +297,13 @@ pub fn register_ops(engine: &Engine, tenant: &str, wanted: &Connector) -> Result
 }
 
 /// Live facts (active and candidate) the connector wrote, now.
-pub fn ingested(engine: &Engine, tenant: &str, name: &str) -> Result<u64, EngineError> {
+pub fn ingested(engine: &dyn MemoryStore, tenant: &str, name: &str) -> Result<u64, EngineError> {
     Ok(engine.source_stats(tenant, &Connector::source(name))?.live())
 }
 
 /// Facts of `(subject, predicate)` live now (active or candidate), to tell
 /// a record that repeats what is stored from one that changes it.
-pub fn live_values(engine: &Engine, tenant: &str, subject: &str, predicate: &str) -> Result<Vec<Fact>, EngineError> {
+pub fn live_values(engine: &dyn MemoryStore, tenant: &str, subject: &str, predicate: &str) -> Result<Vec<Fact>, EngineError> {
     let statuses: StatusSet = [Status::Active, Status::Candidate].into_iter().collect();
     let q = FactQuery {
         subject: Some(subject.to_string()),

@@ -84,12 +84,12 @@ fn last_pull_key(tenant: &str, name: &str) -> Vec<u8> {
     k
 }
 
-pub fn last_pull(engine: &tempora_storage::Engine, tenant: &str, name: &str) -> Option<LastPull> {
+pub fn last_pull(engine: &dyn crate::store::MemoryStore, tenant: &str, name: &str) -> Option<LastPull> {
     let bytes = engine.aux_get(&last_pull_key(tenant, name)).ok()??;
     serde_json::from_slice(&bytes).ok()
 }
 
-pub fn record_pull(engine: &tempora_storage::Engine, tenant: &str, name: &str, p: &LastPull) {
+pub fn record_pull(engine: &dyn crate::store::MemoryStore, tenant: &str, name: &str, p: &LastPull) {
     match serde_json::to_vec(p) {
         Ok(bytes) => {
             if let Err(e) = engine.aux_put(&last_pull_key(tenant, name), &bytes) {

@@ -55,7 +55,7 @@ impl Runtime {
         };
     }
 
-    fn due(&self, engine: &tempora_storage::Engine, now: i64) -> Vec<(String, String)> {
+    fn due(&self, engine: &dyn crate::store::MemoryStore, now: i64) -> Vec<(String, String)> {
         let table: Vec<((String, String), u64)> =
             self.table.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(k, v)| (k.clone(), *v)).collect();
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
@@ -71,7 +71,7 @@ impl Runtime {
 }
 
 /// Fills the table from every tenant's connectors.
-pub fn load(rt: &Runtime, engine: &tempora_storage::Engine) -> Result<usize, tempora_storage::EngineError> {
+pub fn load(rt: &Runtime, engine: &dyn crate::store::MemoryStore) -> Result<usize, crate::store::EngineError> {
     let mut n = 0;
     for tenant in engine.tenants() {
         for c in super::list(engine, &tenant)? {
@@ -97,10 +97,10 @@ pub async fn pull_and_record(
     c: &super::Connector,
     trigger: &str,
 ) -> Result<super::ingest::Receipt, PullError> {
-    let engine = Arc::clone(memory.engine());
+    let engine = Arc::clone(memory.store());
     let secret = {
         let (engine, tenant) = (Arc::clone(&engine), tenant.to_string());
-        blocking(move || crate::digest::tenant_secret(&engine, &tenant))
+        blocking(move || crate::digest::tenant_secret(&*engine, &tenant))
             .await
             .map_err(|e| PullError::Stopped(super::ingest::Stop::Engine(e, Default::default())))?
     };
@@ -130,7 +130,7 @@ pub async fn pull_and_record(
     };
     let (tenant_s, name) = (tenant.to_string(), c.name.clone());
     let _ = blocking(move || {
-        pull::record_pull(&engine, &tenant_s, &name, &state);
+        pull::record_pull(&*engine, &tenant_s, &name, &state);
         Ok(())
     })
     .await;
@@ -146,8 +146,8 @@ pub async fn run(rt: Arc<Runtime>, memory: Memory, mut stop: watch::Receiver<boo
             _ = stop.wait_for(|s| *s) => return,
         }
         let due = {
-            let (rt, engine) = (Arc::clone(&rt), Arc::clone(memory.engine()));
-            match tokio::task::spawn_blocking(move || rt.due(&engine, now_ms())).await {
+            let (rt, engine) = (Arc::clone(&rt), Arc::clone(memory.store()));
+            match tokio::task::spawn_blocking(move || rt.due(&*engine, now_ms())).await {
                 Ok(d) => d,
                 Err(_) => continue,
             }
@@ -161,8 +161,8 @@ pub async fn run(rt: Arc<Runtime>, memory: Memory, mut stop: watch::Receiver<boo
             tokio::spawn(async move {
                 let _permit = permit;
                 let c = {
-                    let (engine, t, n) = (Arc::clone(memory.engine()), tenant.clone(), name.clone());
-                    blocking(move || super::load(&engine, &t, &n)).await
+                    let (engine, t, n) = (Arc::clone(memory.store()), tenant.clone(), name.clone());
+                    blocking(move || super::load(&*engine, &t, &n)).await
                 };
                 match c {
                     Ok(Some(c)) if c.every_secs.is_some() && c.url.is_some() => {

@@ -26,8 +26,8 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use tempora_storage::{
-    is_entity_ref, validate_input, Cardinality, Engine, EngineError, FactInput, FactQuery, OpOutcome, Status,
+use crate::store::{
+    is_entity_ref, validate_input, Cardinality, MemoryStore, EngineError, FactInput, FactQuery, OpOutcome, Status,
     StatusFilter, WriteOp, WriteOutcome,
 };
 
@@ -507,7 +507,7 @@ pub async fn extract(
 /// digest asserts another one), so one conflicting record does not fail the
 /// whole digest. A conflict that appears between this check and the write
 /// still fails the write as a whole (400 Conflict, nothing written).
-pub fn check_strict(engine: &Engine, tenant: &str, d: &mut Digest, now: i64) -> Result<(), EngineError> {
+pub fn check_strict(engine: &dyn MemoryStore, tenant: &str, d: &mut Digest, now: i64) -> Result<(), EngineError> {
     let mut cardinality: HashMap<String, Cardinality> = HashMap::new();
     let mut bad: BTreeMap<usize, (&'static str, String)> = BTreeMap::new();
     let mut held: HashMap<(String, String), Value> = HashMap::new();
@@ -664,7 +664,7 @@ fn secret_key(tenant: &str) -> Vec<u8> {
 }
 
 /// The tenant's masking secret, created (durably) on first use.
-pub fn tenant_secret(engine: &Engine, tenant: &str) -> Result<Secret, EngineError> {
+pub fn tenant_secret(engine: &dyn MemoryStore, tenant: &str) -> Result<Secret, EngineError> {
     static CREATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let key = secret_key(tenant);
     if let Some(s) = engine.aux_get(&key)?.as_deref().and_then(Secret::from_bytes) {

@@ -4,7 +4,7 @@
 //! transaction. Context packets attach the pages that mention their
 //! entities (`crate::recall::context`).
 
-use tempora_storage::{is_entity_ref, FactInput, MAX_VALUE_BYTES};
+use crate::store::{is_entity_ref, FactInput, MAX_VALUE_BYTES};
 
 pub const PAGE_TYPE: &str = "Page";
 pub const MENTIONS: &str = "mentions";

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use tempora_storage::FactId;
+use crate::store::FactId;
 
 #[derive(Default)]
 struct TenantVectors {

@@ -54,7 +54,7 @@ pub fn start(
     client: Arc<Client>,
     metrics: Option<EmbedMetrics>,
 ) -> Result<(Arc<VectorRanker>, WorkerHandle)> {
-    let engine = Arc::clone(memory.engine());
+    let engine = Arc::clone(memory.store());
     // Subscribed before the catch-up reads the log: nothing falls between.
     let notices = memory.subscribe();
     let index = Arc::new(VectorIndex::new());

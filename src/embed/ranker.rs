@@ -15,7 +15,7 @@ use crate::search::query::{filters_match, matched_terms, visible, MAX_EXAMINED};
 use crate::search::{Candidate, RankContext, RankedList, Ranker};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tempora_storage::AsOf;
+use crate::store::AsOf;
 
 /// How long the list is skipped after the question could not be embedded.
 pub const COOL_DOWN: Duration = Duration::from_secs(5);

@@ -12,7 +12,7 @@
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use tempora_storage::{Engine, FactId, Tx};
+use crate::store::{MemoryStore, FactId, Tx};
 
 pub const HEADER_KEY: &[u8] = b"E|h";
 pub const WATERMARK_KEY: &[u8] = b"E|w";
@@ -62,7 +62,7 @@ pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
     Some(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
 }
 
-pub fn read_header(engine: &Engine) -> Result<Option<Header>> {
+pub fn read_header(engine: &dyn MemoryStore) -> Result<Option<Header>> {
     match engine.aux_get(HEADER_KEY)? {
         None => Ok(None),
         Some(b) => Ok(Some(serde_json::from_slice(&b).context("unreadable embeddings header")?)),
@@ -73,7 +73,7 @@ pub fn header_record(h: &Header) -> (Vec<u8>, Vec<u8>) {
     (HEADER_KEY.to_vec(), serde_json::to_vec(h).expect("the header serializes"))
 }
 
-pub fn read_watermark(engine: &Engine) -> Result<Tx> {
+pub fn read_watermark(engine: &dyn MemoryStore) -> Result<Tx> {
     match engine.aux_get(WATERMARK_KEY)? {
         None => Ok(0),
         Some(b) => match <[u8; 8]>::try_from(b.as_slice()) {
@@ -89,9 +89,9 @@ pub fn watermark_record(tx: Tx) -> (Vec<u8>, Vec<u8>) {
 
 /// Every stored vector: `f(tenant, id, vector)`. Records that cannot be
 /// read (or of another length than `dims`) are skipped and counted.
-pub fn scan_vectors(engine: &Engine, dims: Option<usize>, mut f: impl FnMut(String, FactId, Vec<f32>)) -> Result<usize> {
+pub fn scan_vectors(engine: &dyn MemoryStore, dims: Option<usize>, mut f: impl FnMut(String, FactId, Vec<f32>)) -> Result<usize> {
     let mut bad = 0;
-    engine.aux_scan(VECTOR_PREFIX, |k, v| {
+    engine.aux_scan(VECTOR_PREFIX, &mut |k, v| {
         match (parse_vector_key(k), decode_vector(v)) {
             (Some((tenant, id)), Some(vec)) if dims.is_none_or(|d| d == vec.len()) && !vec.is_empty() => {
                 f(tenant, id, vec)
@@ -105,9 +105,9 @@ pub fn scan_vectors(engine: &Engine, dims: Option<usize>, mut f: impl FnMut(Stri
 
 /// Drops every vector and the watermark and writes `header`: the next
 /// catch-up embeds every fact again.
-pub fn reset(engine: &Engine, header: &Header) -> Result<usize> {
+pub fn reset(engine: &dyn MemoryStore, header: &Header) -> Result<usize> {
     let mut keys: Vec<Vec<u8>> = Vec::new();
-    engine.aux_scan(VECTOR_PREFIX, |k, _| {
+    engine.aux_scan(VECTOR_PREFIX, &mut |k, _| {
         keys.push(k.to_vec());
         true
     })?;
@@ -145,7 +145,7 @@ mod tests {
     #[test]
     fn durable_records_and_reset() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::open(tempora_storage::EngineConfig::at(dir.path())).unwrap();
+        let engine = crate::store::embedded::Engine::open(crate::store::embedded::EngineConfig::at(dir.path())).unwrap();
         assert_eq!(read_watermark(&engine).unwrap(), 0);
         assert_eq!(read_header(&engine).unwrap(), None);
         let h = Header { model: "m".into(), dimensions: None, dims: Some(2) };

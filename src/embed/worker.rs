@@ -21,7 +21,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tempora_storage::{ChangeEvent, Engine, FactId, Tx};
+use crate::store::{ChangeEvent, MemoryStore, FactId, Tx};
 use tokio::sync::{broadcast, watch};
 
 /// Changes read from the log per call.
@@ -55,7 +55,7 @@ enum Flow {
 }
 
 pub struct Worker {
-    engine: Arc<Engine>,
+    engine: Arc<dyn MemoryStore>,
     index: Arc<VectorIndex>,
     client: Arc<Client>,
     cfg: EmbeddingsConfig,
@@ -73,14 +73,14 @@ impl Worker {
     /// every vector: all facts are embedded again), reads the watermark and
     /// loads the stored vectors into `index` (blocking).
     pub fn open(
-        engine: Arc<Engine>,
+        engine: Arc<dyn MemoryStore>,
         index: Arc<VectorIndex>,
         client: Arc<Client>,
         cfg: EmbeddingsConfig,
         metrics: Option<EmbedMetrics>,
     ) -> Result<Worker> {
         let wanted = Header { model: cfg.model.clone(), dimensions: cfg.dimensions, dims: None };
-        let header = match store::read_header(&engine) {
+        let header = match store::read_header(&*engine) {
             Ok(Some(h)) if h.model == wanted.model && h.dimensions == wanted.dimensions => h,
             Ok(Some(h)) => {
                 tracing::warn!(
@@ -90,13 +90,13 @@ impl Worker {
                     to_dimensions = ?wanted.dimensions,
                     "the embedding model changed; dropping the stored vectors and embedding every fact again"
                 );
-                let dropped = store::reset(&engine, &wanted).context("dropping the stored vectors")?;
+                let dropped = store::reset(&*engine, &wanted).context("dropping the stored vectors")?;
                 tracing::info!(dropped, "stored vectors dropped");
                 wanted
             }
             Ok(None) => {
                 // Vectors without a header are of an unknown model.
-                let dropped = store::reset(&engine, &wanted).context("writing the embeddings header")?;
+                let dropped = store::reset(&*engine, &wanted).context("writing the embeddings header")?;
                 if dropped > 0 {
                     tracing::warn!(dropped, "vectors without a header dropped; embedding every fact again");
                 }
@@ -104,12 +104,12 @@ impl Worker {
             }
             Err(e) => {
                 tracing::warn!(error = format!("{e:#}"), "embeddings header unreadable; embedding every fact again");
-                store::reset(&engine, &wanted).context("dropping the stored vectors")?;
+                store::reset(&*engine, &wanted).context("dropping the stored vectors")?;
                 wanted
             }
         };
         let last_tx = engine.last_tx().0;
-        let mut watermark = store::read_watermark(&engine)?;
+        let mut watermark = store::read_watermark(&*engine)?;
         if watermark > last_tx {
             // The store lost writes that were not yet synced: the transactions
             // after its last one will be new facts.
@@ -118,7 +118,7 @@ impl Worker {
         }
         index.clear();
         let mut refused = 0usize;
-        let bad = store::scan_vectors(&engine, header.dims, |tenant, id, v| {
+        let bad = store::scan_vectors(&*engine, header.dims, |tenant, id, v| {
             if !index.insert(&tenant, id, &v) {
                 refused += 1;
             }
@@ -162,7 +162,7 @@ impl Worker {
             let (tenants, target) = match first {
                 None => (None, self.engine.last_tx().0),
                 Some(Err(broadcast::error::RecvError::Closed)) => return,
-                Some(first) => crate::search::indexer::drain(first, &mut notices, &self.engine),
+                Some(first) => crate::search::indexer::drain(first, &mut notices, &*self.engine),
             };
             match self.pass(tenants, target, &mut stop).await {
                 Flow::Done => {}
@@ -313,7 +313,7 @@ impl Worker {
         self.header.dims = None;
         let header = self.header.clone();
         let engine = Arc::clone(&self.engine);
-        match tokio::task::spawn_blocking(move || store::reset(&engine, &header)).await {
+        match tokio::task::spawn_blocking(move || store::reset(&*engine, &header)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return self.engine_failed(e.context("dropping the stored vectors")),
             Err(e) => return self.engine_failed(anyhow::anyhow!("store task failed: {e}")),

@@ -1,7 +1,7 @@
 //! `GET /api/admin/backup`: a consistent backup of the whole store (every
 //! tenant), streamed as it is made. Admins only in keyed mode; anyone who can
 //! reach the server in open mode. The file format and what "consistent"
-//! means are in `tempora_storage::backup`; `tempora backup` is the client.
+//! means are in `crate::store::backup`; `tempora backup` is the client.
 
 use super::error::ApiError;
 use super::extract::Caller;
@@ -12,7 +12,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::io::Write;
 use std::time::Duration;
-use tempora_storage::{EngineError, StorageError};
+use crate::store::{EngineError, StorageError};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 
@@ -29,7 +29,7 @@ pub async fn backup(State(st): State<AppState>, caller: Caller) -> Result<Respon
         return Err(ApiError::not_found());
     }
     let (tx, mut rx) = mpsc::channel::<Result<Bytes, EngineError>>(4);
-    let engine = std::sync::Arc::clone(st.memory.engine());
+    let engine = std::sync::Arc::clone(st.memory.store());
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         let started = std::time::Instant::now();

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use crate::service::ServiceError;
-use tempora_storage::EngineError;
+use crate::store::EngineError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use tempora_storage::{Cardinality, Fact, FactId, FactInput, FactQuery, Millis, Tx, DEFAULT_PAGE, MAX_PAGE};
+use crate::store::{Cardinality, Fact, FactId, FactInput, FactQuery, Millis, Tx, DEFAULT_PAGE, MAX_PAGE};
 
 /// The HTTP form of a fact to assert. Unlike the engine's input it ignores
 /// unknown fields (the spec allows them), including any `tenant`: the tenant
@@ -235,10 +235,9 @@ pub async fn put_predicate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tempora_storage::{Engine, EngineConfig};
 
     fn fact(subject: &str, object: &str) -> Fact {
-        let e = Engine::open(EngineConfig::temporary()).unwrap();
+        let e = crate::store::embedded::temporary();
         let mut input = FactInput::new(subject, "p", object).source("hr").valid_from(1_000);
         input.properties = Some(json!({"note": "x", "n": [1, 2]}).as_object().unwrap().clone());
         e.assert("t", input).unwrap().fact

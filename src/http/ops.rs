@@ -8,7 +8,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
-use tempora_storage::TenantStats;
+use crate::store::TenantStats;
 
 pub async fn health() -> Json<serde_json::Value> {
     Json(json!({"ok": true}))
@@ -16,7 +16,7 @@ pub async fn health() -> Json<serde_json::Value> {
 
 /// Ready when the engine answers a read.
 pub async fn ready(State(st): State<AppState>) -> Response {
-    let engine = st.memory.engine();
+    let engine = st.memory.store();
     let (tx, _) = engine.last_tx();
     // Reads go on whatever happens to the disk, so the server stays ready;
     // `writes` says whether writes are taken now, and if not, why.
@@ -28,7 +28,7 @@ pub async fn ready(State(st): State<AppState>) -> Response {
 }
 
 pub async fn stats(State(st): State<AppState>, caller: Caller) -> Result<Json<serde_json::Value>, ApiError> {
-    let engine = st.memory.engine();
+    let engine = st.memory.store();
     let (name, tenants, s) = match (&caller.tenant, caller.is_admin()) {
         (Some(t), _) => (t.clone(), 1, engine.stats(t)),
         (None, true) => {
@@ -66,6 +66,6 @@ pub async fn stats(State(st): State<AppState>, caller: Caller) -> Result<Json<se
 }
 
 pub async fn metrics(State(st): State<AppState>) -> Response {
-    let body = st.metrics.render(st.memory.engine());
+    let body = st.metrics.render(st.memory.store().as_ref());
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }

@@ -1,12 +1,10 @@
 //! `GET /api/stream`: the change feed over Server-Sent Events.
 //!
-//! Frames are read from the engine's change log, never from a private
-//! buffer: a notice from the commit feed only says "tx N of tenant T is
-//! committed", and the subscriber reads the log after the last tx it sent. So
-//! `Last-Event-ID` resumes without gaps, a missed notice loses nothing, and a
-//! writer never waits on a subscriber. A subscriber whose client reads so
-//! slowly that it falls more than `sse_buffer` notices behind is dropped (it
-//! can reconnect with `Last-Event-ID`).
+//! Frames are the service's change feed (`service/changes.rs`), read from
+//! the store's change log: `Last-Event-ID` resumes without gaps. A
+//! subscriber whose client reads so slowly that it falls more than
+//! `sse_buffer` notices behind is dropped (it can reconnect with
+//! `Last-Event-ID`).
 //!
 //! Each frame is one event of a transaction: `data: {"op","tx","fact"}` (an
 //! assert that closed facts adds `superseded`, one that left tails adds
@@ -17,7 +15,7 @@
 use super::error::ApiError;
 use super::extract::Caller;
 use super::AppState;
-use crate::memory::{Committed, Memory};
+use crate::service::changes::{Follower, Next};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -29,12 +27,9 @@ use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tempora_storage::{Change, ChangeEvent, Tx};
-use tokio::sync::broadcast::{self, error::RecvError};
+use crate::store::{Change, ChangeEvent, Tx};
 
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
-/// Transactions read from the log per step.
-const LOG_CHUNK: usize = 256;
 
 /// Counts live subscribers; the count drops when a stream is dropped.
 pub struct SubscriberGuard(Arc<AtomicUsize>);
@@ -66,11 +61,9 @@ pub async fn stream(
         return Err(ApiError::rate_limited("too many stream subscribers; try again later"));
     }
     let guard = SubscriberGuard(count);
-    // Subscribe before reading the head, so nothing committed in between is missed.
-    let rx = st.memory.subscribe();
-    let start = resume.unwrap_or_else(|| st.memory.engine().last_tx().0);
-    let body = frames(st.memory.clone(), tenant, start, rx, st.limits.sse_buffer, guard, st.shutdown.clone());
-    let mut resp = Sse::new(body).keep_alive(KeepAlive::new().interval(KEEPALIVE).text("keepalive")).into_response();
+    let follower = st.service.follow(&tenant, resume, st.limits.sse_buffer);
+    let mut resp =
+        Sse::new(frames(follower, guard)).keep_alive(KeepAlive::new().interval(KEEPALIVE).text("keepalive")).into_response();
     resp.headers_mut().insert("cache-control", axum::http::HeaderValue::from_static("no-cache"));
     resp.headers_mut().insert("x-accel-buffering", axum::http::HeaderValue::from_static("no"));
     Ok(resp)
@@ -94,69 +87,23 @@ fn last_event_id(v: &[u8]) -> Result<Option<Tx>, ApiError> {
     std::str::from_utf8(v).ok().and_then(|d| d.parse().ok()).map(Some).ok_or_else(bad)
 }
 
-struct Sub {
-    memory: Memory,
-    tenant: String,
-    last: Tx,
-    rx: broadcast::Receiver<Committed>,
-    pending: VecDeque<Event>,
-    max_lag: usize,
-    done: bool,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-    _guard: SubscriberGuard,
-}
-
-fn frames(
-    memory: Memory,
-    tenant: String,
-    last: Tx,
-    rx: broadcast::Receiver<Committed>,
-    max_lag: usize,
-    guard: SubscriberGuard,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    let sub = Sub { memory, tenant, last, rx, pending: VecDeque::new(), max_lag, done: false, shutdown, _guard: guard };
-    stream::unfold(sub, |mut sub| async move {
+/// The follower's changes as SSE frames; the stream ends when the follower
+/// does (shutdown), after a comment when it was dropped for lagging.
+fn frames(follower: Follower, guard: SubscriberGuard) -> impl Stream<Item = Result<Event, Infallible>> {
+    let state = (follower, VecDeque::<Event>::new(), guard);
+    stream::unfold(state, |(mut follower, mut pending, guard)| async move {
         loop {
-            if let Some(ev) = sub.pending.pop_front() {
-                return Some((Ok(ev), sub));
+            if let Some(ev) = pending.pop_front() {
+                return Some((Ok(ev), (follower, pending, guard)));
             }
-            if sub.done {
-                return None;
-            }
-            match sub.memory.changes(&sub.tenant, sub.last, LOG_CHUNK).await {
+            match follower.next().await? {
+                Ok(Next::Change(c)) => pending.extend(change_frames(&c)),
+                Ok(Next::Dropped) => pending.push_back(Event::default().comment(
+                    "dropped: this subscriber fell too far behind; reconnect with Last-Event-ID to resume",
+                )),
                 Err(e) => {
                     tracing::error!(error = %e, "change feed read failed; closing the stream");
                     return None;
-                }
-                Ok(changes) if !changes.is_empty() => {
-                    for c in &changes {
-                        sub.pending.extend(change_frames(c));
-                    }
-                    sub.last = changes.last().expect("non-empty").tx;
-                    continue;
-                }
-                Ok(_) => {}
-            }
-            // Caught up: wait for a notice of this tenant past what was sent.
-            loop {
-                let notice = tokio::select! {
-                    n = sub.rx.recv() => n,
-                    _ = sub.shutdown.wait_for(|stop| *stop) => return None,
-                };
-                match notice {
-                    Ok(c) if *c.tenant == sub.tenant && c.tx > sub.last => break,
-                    Ok(_) => continue,
-                    Err(RecvError::Lagged(n)) if n as usize > sub.max_lag => {
-                        sub.pending.push_back(Event::default().comment(
-                            "dropped: this subscriber fell too far behind; reconnect with Last-Event-ID to resume",
-                        ));
-                        sub.done = true;
-                        break;
-                    }
-                    // Missed notices: the log has everything, read it.
-                    Err(RecvError::Lagged(_)) => break,
-                    Err(RecvError::Closed) => return None,
                 }
             }
         }

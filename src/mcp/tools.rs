@@ -11,16 +11,14 @@ use crate::service::facts::Assertion;
 use crate::service::params::ReadParams;
 use crate::service::digest::DigestRequest;
 use crate::service::Answer;
-use crate::service::search_error;
 use crate::service::Service;
-use crate::memory::blocking;
 use crate::recall::context;
-use crate::search::{SearchRequest, DEFAULT_TOP_K, FRESHNESS_WAIT, MAX_SEEDS, MAX_TOP_K};
+use crate::search::{SearchRequest, DEFAULT_TOP_K, MAX_SEEDS, MAX_TOP_K};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tempora_storage::{
-    Change, ChangeEvent, EngineError, Fact, FactId, FactInput, FactQuery, Tx,
+use crate::store::{
+    Change, ChangeEvent, Fact, FactId, FactInput, FactQuery, Tx,
     DEFAULT_PAGE, MAX_PAGE,
 };
 
@@ -89,11 +87,6 @@ fn range(name: &str, v: Option<JsonInt>, min: i64, max: i64) -> Result<Option<i6
         }
         other => Ok(other),
     }
-}
-
-fn join_error(e: tokio::task::JoinError) -> ServiceError {
-    tracing::error!(error = %e, "tool task failed");
-    ServiceError::Internal
 }
 
 // --- remember ----------------------------------------------------------------
@@ -173,19 +166,6 @@ pub struct RecallArgs {
     namespace: Option<String>,
 }
 
-/// Full-text recall, read-your-writes: waits (bounded) until the index holds
-/// the tenant's writes made before the call. The flag says it did not.
-async fn search(st: &Service, tenant: &str, req: SearchRequest) -> Result<(Vec<crate::search::rank::Fused>, bool), ServiceError> {
-    let fresh = st.search.wait_fresh(tenant, FRESHNESS_WAIT).await;
-    let search = st.search.clone();
-    let tenant = tenant.to_string();
-    let (fused, _terms) = tokio::task::spawn_blocking(move || search.recall(&tenant, &req))
-        .await
-        .map_err(join_error)?
-        .map_err(search_error)?;
-    Ok((fused, !fresh))
-}
-
 fn question(q: &str) -> Result<String, ServiceError> {
     let q = q.trim();
     if q.is_empty() {
@@ -215,7 +195,8 @@ async fn recall(st: &Service, caller: &CallerInfo, a: RecallArgs) -> Result<Valu
         include_candidates: a.include_candidates.unwrap_or(false),
     };
     let q = req.question.clone();
-    let (fused, stale) = search(st, &tenant, req).await?;
+    let found = st.recall(&tenant, req).await?;
+    let (fused, stale) = (found.value, found.stale);
     let matches: Vec<Value> =
         fused.iter().map(|f| json!({"id": f.fact.id, "score": f.score, "reasons": f.reasons, "ranks": f.ranks})).collect();
     let facts: Vec<Fact> = fused.into_iter().map(|f| f.fact).collect();
@@ -278,7 +259,7 @@ async fn recall_as_of(st: &Service, caller: &CallerInfo, a: RecallAsOfArgs) -> R
             predicate: a.predicate,
             include_candidates: false,
         };
-        let (fused, _stale) = search(st, &tenant, req).await?;
+        let fused = st.recall(&tenant, req).await?.value;
         let facts: Vec<Fact> =
             fused.into_iter().map(|f| f.fact).filter(|f| valid_at.is_none_or(|t| f.covers(t))).collect();
         let mut out = times;
@@ -320,8 +301,7 @@ pub struct WhatsChangedArgs {
     namespace: Option<String>,
 }
 
-pub const DEFAULT_CHANGES: usize = 50;
-pub const MAX_CHANGES: usize = 500;
+pub use crate::service::changes::{DEFAULT_CHANGES, MAX_CHANGES};
 
 fn change_json(c: &Change) -> Value {
     let ids = |fs: &[Fact]| fs.iter().map(|f| f.id).collect::<Vec<_>>();
@@ -340,50 +320,19 @@ fn change_json(c: &Change) -> Value {
     json!({"tx": c.tx, "recorded_at": c.recorded_at, "events": events})
 }
 
-/// The last tx of `tenant` recorded before `since`: the tenant's changes
-/// after it are exactly those recorded at or after `since`. Record times
-/// grow with tx, so a binary search over the log finds it in O(log tx)
-/// one-change reads.
-fn tx_before(engine: &tempora_storage::Engine, tenant: &str, since: i64) -> Result<Tx, EngineError> {
-    let (mut lo, mut hi) = (0u64, engine.last_tx().0);
-    // Invariant: the first change after `hi` (if any) is recorded at or
-    // after `since`; find the smallest such point.
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        match engine.changes(tenant, mid, 1)?.first() {
-            Some(c) if c.recorded_at < since => lo = mid + 1,
-            _ => hi = mid,
-        }
-    }
-    Ok(lo)
-}
-
 async fn whats_changed(st: &Service, caller: &CallerInfo, a: WhatsChangedArgs) -> Result<Value, ServiceError> {
     let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
     let limit = range("limit", a.limit, 1, MAX_CHANGES as i64)?.map_or(DEFAULT_CHANGES, |l| l as usize);
     let since_tx = range("since_tx", a.since_tx, 0, i64::MAX)?;
     let cursor = range("cursor", a.cursor, 0, i64::MAX)?;
-    let since = a.since.map(|t| t.0);
-    let engine = st.memory.engine().clone();
-    let (changes, after) = blocking(move || {
-        let mut after = cursor.or(since_tx).unwrap_or(0) as Tx;
-        if cursor.is_none() {
-            if let Some(t) = since {
-                after = after.max(tx_before(&engine, &tenant, t)?);
-            }
-        }
-        // One more than the page, to know whether another follows.
-        let changes = engine.changes(&tenant, after, limit + 1)?;
-        Ok((changes, after))
-    })
-    .await?;
-    let more = changes.len() > limit;
-    let page = &changes[..changes.len().min(limit)];
-    let last = page.last().map_or(after, |c| c.tx);
+    let after = cursor.or(since_tx).unwrap_or(0) as Tx;
+    // A cursor carries on a page series: `since` only picks where one starts.
+    let since = if cursor.is_none() { a.since.map(|t| t.0) } else { None };
+    let page = st.changes_page(&tenant, after, since, limit).await?;
     Ok(json!({
-        "changes": page.iter().map(change_json).collect::<Vec<_>>(),
-        "next_cursor": if more { Some(last) } else { None },
-        "last_tx": last,
+        "changes": page.changes.iter().map(change_json).collect::<Vec<_>>(),
+        "next_cursor": if page.more { Some(page.last_tx) } else { None },
+        "last_tx": page.last_tx,
     }))
 }
 
@@ -414,10 +363,6 @@ pub struct BuildContextArgs {
     namespace: Option<String>,
 }
 
-/// Facts recalled for the goal on top of the seeds' neighbourhood (as
-/// `POST /api/context`).
-const RECALL_FOR_CONTEXT: usize = 16;
-
 async fn build_context(st: &Service, caller: &CallerInfo, a: BuildContextArgs) -> Result<Value, ServiceError> {
     let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
     let goal = match (a.goal, a.task) {
@@ -447,20 +392,8 @@ async fn build_context(st: &Service, caller: &CallerInfo, a: BuildContextArgs) -
         max_pages: non_negative("max_pages", a.max_pages)?.unwrap_or(context::DEFAULT_MAX_PAGES),
         as_of: a.as_of.map(|t| t.0),
     };
-    let recalled = if req.goal.trim().is_empty() {
-        Vec::new()
-    } else {
-        let sreq = SearchRequest {
-            question: req.goal.clone(),
-            top_k: RECALL_FOR_CONTEXT,
-            as_of: req.as_of,
-            ..Default::default()
-        };
-        search(st, &tenant, sreq).await?.0.into_iter().map(|f| f.fact).collect()
-    };
-    let engine = st.memory.engine().clone();
-    let packet = blocking(move || context::build(&engine, &tenant, &req, recalled)).await?;
-    Ok(serde_json::to_value(packet).expect("packets serialize"))
+    let packet = st.context(&tenant, req).await?;
+    Ok(serde_json::to_value(packet).map_err(ServiceError::internal)?)
 }
 
 // --- explain_fact --------------------------------------------------------------

@@ -20,8 +20,8 @@ use crate::recall::collect;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
-use tempora_storage::{
-    AsOf, Engine, EngineError, Fact, FactId, FactQuery, LoggedEvent, OpOutcome, Status, StatusFilter, TenantStats, Tx,
+use crate::store::{
+    AsOf, MemoryStore, EngineError, Fact, FactId, FactQuery, LoggedEvent, OpOutcome, Status, StatusFilter, TenantStats, Tx,
     WriteOp, WriteOutcome, MAX_PAGE,
 };
 use uuid::Uuid;
@@ -117,13 +117,13 @@ impl Alert {
 }
 
 /// One alert by id (`None`: no such alert in this tenant).
-pub fn get(engine: &Engine, tenant: &str, id: Uuid) -> Result<Option<Alert>, EngineError> {
+pub fn get(engine: &dyn MemoryStore, tenant: &str, id: Uuid) -> Result<Option<Alert>, EngineError> {
     let facts = subject_facts(engine, tenant, &format!("{ALERT_PREFIX}{id}"))?;
     Ok(Alert::from_facts(id, &facts))
 }
 
 /// The tenant's newest [`MAX_ALERTS`] alerts, in any state, newest first.
-pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Alert>, EngineError> {
+pub fn list(engine: &dyn MemoryStore, tenant: &str) -> Result<Vec<Alert>, EngineError> {
     let q = FactQuery { predicate: Some(STATE.to_string()), ..Default::default() };
     // Every alert's state fact (one small fact each), then the newest by id
     // (ids sort by time): reading the first MAX_ALERTS once listed the
@@ -137,7 +137,7 @@ pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Alert>, EngineError> {
 }
 
 /// The alerts whose state facts these are, each read whole.
-fn read_alerts(engine: &Engine, tenant: &str, states: &[Fact]) -> Result<Vec<Alert>, EngineError> {
+fn read_alerts(engine: &dyn MemoryStore, tenant: &str, states: &[Fact]) -> Result<Vec<Alert>, EngineError> {
     let ids = states.iter().filter_map(|f| f.subject.strip_prefix(ALERT_PREFIX).and_then(|s| Uuid::parse_str(s).ok()));
     ids.filter_map(|id| get(engine, tenant, id).transpose()).collect()
 }
@@ -150,7 +150,7 @@ fn read_alerts(engine: &Engine, tenant: &str, states: &[Fact]) -> Result<Vec<Ale
 /// this, never by [`list`], whose cap once hid the newest alerts (ids sort
 /// by time) from evaluation once a tenant had had 10,000: each pass then
 /// fired the same alert again.
-pub fn unresolved(engine: &Engine, tenant: &str) -> Result<Vec<Alert>, EngineError> {
+pub fn unresolved(engine: &dyn MemoryStore, tenant: &str) -> Result<Vec<Alert>, EngineError> {
     let mut out = Vec::new();
     for state in [OPEN, ACKED] {
         let q = FactQuery { predicate: Some(STATE.to_string()), object: Some(json!(state)), ..Default::default() };
@@ -223,7 +223,7 @@ fn scan_key(tenant: &str) -> Vec<u8> {
 const BUCKETS_PER_WINDOW: i64 = 4;
 
 /// Reads the tenant's new changes into its scan state and stores it.
-pub fn scan(engine: &Engine, tenant: &str, window_ms: u64, baseline_windows: u64) -> Result<ScanState, EngineError> {
+pub fn scan(engine: &dyn MemoryStore, tenant: &str, window_ms: u64, baseline_windows: u64) -> Result<ScanState, EngineError> {
     let _one = SCANNING.lock().unwrap_or_else(|e| e.into_inner());
     let key = scan_key(tenant);
     let mut st: ScanState = engine.aux_get(&key)?.and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
@@ -318,7 +318,7 @@ fn duration_text(ms: u64) -> String {
 /// before `cutoff`, and the oldest of them (subject, when confirmed). Reads
 /// every active fact of the predicate a page at a time, so the count is exact
 /// at any size and memory stays one page.
-fn stale_facts(engine: &Engine, tenant: &str, predicate: &str, cutoff: i64, now: i64) -> Result<(u64, Option<(String, i64)>), EngineError> {
+fn stale_facts(engine: &dyn MemoryStore, tenant: &str, predicate: &str, cutoff: i64, now: i64) -> Result<(u64, Option<(String, i64)>), EngineError> {
     let mut q = FactQuery {
         predicate: Some(predicate.to_string()),
         status: StatusFilter::Only(Status::Active),
@@ -346,7 +346,7 @@ fn stale_facts(engine: &Engine, tenant: &str, predicate: &str, cutoff: i64, now:
 }
 
 /// Every rule's signals for the tenant now.
-pub fn signals(engine: &Engine, tenant: &str, rules: &Rules, scan: &ScanState, now: i64) -> Result<Vec<Signal>, EngineError> {
+pub fn signals(engine: &dyn MemoryStore, tenant: &str, rules: &Rules, scan: &ScanState, now: i64) -> Result<Vec<Signal>, EngineError> {
     let mut out = Vec::new();
     if rules.confidence.enabled {
         let c = &rules.confidence;
@@ -453,7 +453,7 @@ fn state_ops(subject: &str, state: &str, at_predicate: &str, now: i64) -> [Write
 
 /// The tenant's stats without the monitor's own facts, subjects and
 /// predicates (reads the change log up to now first).
-pub fn own_stats(engine: &Engine, tenant: &str, defaults: &Rules) -> Result<TenantStats, EngineError> {
+pub fn own_stats(engine: &dyn MemoryStore, tenant: &str, defaults: &Rules) -> Result<TenantStats, EngineError> {
     let rules = super::rules::load(engine, tenant, defaults)?;
     let st = scan(engine, tenant, rules.drift.window_ms, rules.drift.baseline_windows)?;
     Ok(st.own(&engine.stats(tenant)))
@@ -461,7 +461,7 @@ pub fn own_stats(engine: &Engine, tenant: &str, defaults: &Rules) -> Result<Tena
 
 /// Evaluates the tenant's rules and plans the write (call under the
 /// tenant's monitor lock).
-pub fn plan(engine: &Engine, tenant: &str, defaults: &Rules) -> Result<Plan, EngineError> {
+pub fn plan(engine: &dyn MemoryStore, tenant: &str, defaults: &Rules) -> Result<Plan, EngineError> {
     let rules = super::rules::load(engine, tenant, defaults)?;
     let scan = scan(engine, tenant, rules.drift.window_ms, rules.drift.baseline_windows)?;
     let now = now_ms();
@@ -566,7 +566,8 @@ pub fn acked(a: &Alert, now: i64, out: &WriteOutcome) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tempora_storage::{Durability, EngineConfig, FactInput};
+    use crate::store::embedded::{Durability, Engine, EngineConfig};
+    use crate::store::FactInput;
 
     /// An open alert is found however many alerts came before it: the
     /// evaluation once read the first 10,000 alerts only, and alert ids sort
@@ -644,12 +645,12 @@ mod tests {
             w.join().unwrap();
         }
         let head = engine.tenant_last_write("t").unwrap().unwrap().0;
-        let st = scan(&engine, "t", 3_600_000, 3).unwrap();
+        let st = scan(&*engine, "t", 3_600_000, 3).unwrap();
         assert_eq!(st.watermark, head);
         // Every write after a key's first closed a different value.
         assert_eq!(st.buckets.values().sum::<u64>(), (WRITES - KEYS) as u64);
         // A second pass finds nothing new and counts nothing twice.
-        let again = scan(&engine, "t", 3_600_000, 3).unwrap();
+        let again = scan(&*engine, "t", 3_600_000, 3).unwrap();
         assert_eq!((again.watermark, again.buckets.values().sum::<u64>()), (head, (WRITES - KEYS) as u64));
     }
 }

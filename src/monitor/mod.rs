@@ -22,7 +22,7 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use tempora_storage::{Engine, EngineError, Fact, FactInput, FactQuery, WriteOp, MAX_PAGE};
+use crate::store::{MemoryStore, EngineError, Fact, FactInput, FactQuery, WriteOp, MAX_PAGE};
 
 pub const ALERT_PREFIX: &str = "Alert:";
 pub const RULES_SUBJECT: &str = "AlertRules:current";
@@ -43,7 +43,7 @@ pub fn assert_op(subject: &str, predicate: &str, object: serde_json::Value) -> W
 }
 
 /// The current (active) facts of one subject, by predicate.
-pub fn subject_facts(engine: &Engine, tenant: &str, subject: &str) -> Result<HashMap<String, Fact>, EngineError> {
+pub fn subject_facts(engine: &dyn MemoryStore, tenant: &str, subject: &str) -> Result<HashMap<String, Fact>, EngineError> {
     let q = FactQuery { subject: Some(subject.to_string()), limit: MAX_PAGE, ..Default::default() };
     let page = engine.query(tenant, &q)?;
     Ok(page.facts.into_iter().map(|f| (f.predicate.clone(), f)).collect())

@@ -15,7 +15,7 @@ use super::{assert_op, is_monitor_subject, subject_facts, REPORT_PREFIX, RUN_PRE
 use crate::recall::collect;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
-use tempora_storage::{Engine, EngineError, Fact, FactQuery, Status, StatusFilter, StatusSet, Tx, WriteOp, MAX_PAGE};
+use crate::store::{MemoryStore, EngineError, Fact, FactQuery, Status, StatusFilter, StatusSet, Tx, WriteOp, MAX_PAGE};
 use uuid::Uuid;
 
 pub const NAME: &str = "report.name";
@@ -213,7 +213,7 @@ impl Report {
     }
 }
 
-pub fn get(engine: &Engine, tenant: &str, id: Uuid) -> Result<Option<Report>, EngineError> {
+pub fn get(engine: &dyn MemoryStore, tenant: &str, id: Uuid) -> Result<Option<Report>, EngineError> {
     let facts = subject_facts(engine, tenant, &format!("{REPORT_PREFIX}{id}"))?;
     let Some(name) = facts.get(NAME).and_then(|f| f.object.as_str()) else { return Ok(None) };
     let blocks = facts
@@ -233,7 +233,7 @@ pub fn get(engine: &Engine, tenant: &str, id: Uuid) -> Result<Option<Report>, En
 
 /// Every report of the tenant, oldest first. No cap: the scheduler picks
 /// the due reports from this list, and a report past a cap would never run.
-pub fn list(engine: &Engine, tenant: &str) -> Result<Vec<Report>, EngineError> {
+pub fn list(engine: &dyn MemoryStore, tenant: &str) -> Result<Vec<Report>, EngineError> {
     let q = FactQuery { predicate: Some(NAME.to_string()), ..Default::default() };
     let (names, _) = collect(engine, tenant, &q, usize::MAX)?;
     let mut out = Vec::new();
@@ -290,7 +290,7 @@ impl Run {
 }
 
 /// The runs of a report, newest first, at most `limit`.
-pub fn runs(engine: &Engine, tenant: &str, report: &Report, limit: usize) -> Result<Vec<Run>, EngineError> {
+pub fn runs(engine: &dyn MemoryStore, tenant: &str, report: &Report, limit: usize) -> Result<Vec<Run>, EngineError> {
     let q = FactQuery {
         predicate: Some(RUN_REPORT.to_string()),
         object: Some(json!(report.subject())),
@@ -345,7 +345,7 @@ fn fact_json(f: &Fact) -> Value {
 
 /// The tenant's first change recorded at or after `since`: a binary search
 /// over transaction numbers (record times grow with them).
-fn first_tx_since(engine: &Engine, tenant: &str, since: i64) -> Result<Tx, EngineError> {
+fn first_tx_since(engine: &dyn MemoryStore, tenant: &str, since: i64) -> Result<Tx, EngineError> {
     let (mut lo, mut hi) = (0u64, engine.last_tx().0);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
@@ -357,7 +357,7 @@ fn first_tx_since(engine: &Engine, tenant: &str, since: i64) -> Result<Tx, Engin
     Ok(lo)
 }
 
-fn run_block(engine: &Engine, tenant: &str, defaults: &Rules, block: &Block, now: i64) -> Result<Value, EngineError> {
+fn run_block(engine: &dyn MemoryStore, tenant: &str, defaults: &Rules, block: &Block, now: i64) -> Result<Value, EngineError> {
     Ok(match block {
         Block::Stats => {
             let s = alerts::own_stats(engine, tenant, defaults)?;
@@ -411,22 +411,22 @@ fn run_block(engine: &Engine, tenant: &str, defaults: &Rules, block: &Block, now
                     }
                     for ev in &ch.events {
                         let item = match ev {
-                            tempora_storage::ChangeEvent::Assert { fact, superseded, .. } => {
+                            crate::store::ChangeEvent::Assert { fact, superseded, .. } => {
                                 if is_monitor_subject(&fact.subject) {
                                     continue;
                                 }
                                 json!({"tx": ch.tx, "recorded_at": ch.recorded_at, "op": "assert", "fact": fact_json(fact), "superseded": superseded.iter().map(|f| f.id).collect::<Vec<_>>()})
                             }
-                            tempora_storage::ChangeEvent::Retract { fact } => {
+                            crate::store::ChangeEvent::Retract { fact } => {
                                 if is_monitor_subject(&fact.subject) {
                                     continue;
                                 }
                                 json!({"tx": ch.tx, "recorded_at": ch.recorded_at, "op": "retract", "fact": fact_json(fact)})
                             }
-                            tempora_storage::ChangeEvent::Cardinality(p) => {
+                            crate::store::ChangeEvent::Cardinality(p) => {
                                 json!({"tx": ch.tx, "recorded_at": ch.recorded_at, "op": "predicate", "predicate": p.name, "cardinality": p.cardinality})
                             }
-                            tempora_storage::ChangeEvent::Threshold(t) => {
+                            crate::store::ChangeEvent::Threshold(t) => {
                                 json!({"tx": ch.tx, "recorded_at": ch.recorded_at, "op": "threshold", "threshold": t})
                             }
                         };
@@ -629,7 +629,7 @@ fn fit_markdown(md: &mut String) -> bool {
 }
 
 /// Runs every block against the tenant's data now.
-pub fn run(engine: &Engine, tenant: &str, defaults: &Rules, report: &Report) -> Result<Run, EngineError> {
+pub fn run(engine: &dyn MemoryStore, tenant: &str, defaults: &Rules, report: &Report) -> Result<Run, EngineError> {
     let ran_at = now_ms();
     let id = super::new_id();
     let mut blocks = Vec::with_capacity(report.blocks.len());
@@ -663,7 +663,7 @@ mod tests {
     /// sort by time, and the first 10,000 read once hid every later run.
     #[test]
     fn the_newest_runs_are_listed_past_ten_thousand() {
-        use tempora_storage::{Durability, EngineConfig};
+        use crate::store::embedded::{Durability, Engine, EngineConfig};
         let engine = Engine::open(EngineConfig::temporary().durability(Durability::Relaxed)).unwrap();
         let report = Report {
             id: Uuid::from_u128(1),

@@ -7,7 +7,7 @@ use super::{assert_op, RULES_SUBJECT};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use tempora_storage::{Engine, EngineError, WriteOp};
+use crate::store::{MemoryStore, EngineError, WriteOp};
 
 pub const OVERRIDES: &str = "alert_rules.overrides";
 
@@ -169,14 +169,14 @@ fn merge(target: &mut Value, add: &Map<String, Value>, depth: usize) {
 }
 
 /// The tenant's stored overrides (`{}` when none).
-pub fn overrides(engine: &Engine, tenant: &str) -> Result<Value, EngineError> {
+pub fn overrides(engine: &dyn MemoryStore, tenant: &str) -> Result<Value, EngineError> {
     let facts = super::subject_facts(engine, tenant, RULES_SUBJECT)?;
     Ok(facts.get(OVERRIDES).map(|f| f.object.clone()).filter(Value::is_object).unwrap_or_else(|| Value::Object(Map::new())))
 }
 
 /// The tenant's effective rules. Overrides that no longer check (the
 /// defaults changed under them) are ignored, with a warning.
-pub fn load(engine: &Engine, tenant: &str, defaults: &Rules) -> Result<Rules, EngineError> {
+pub fn load(engine: &dyn MemoryStore, tenant: &str, defaults: &Rules) -> Result<Rules, EngineError> {
     let o = overrides(engine, tenant)?;
     Ok(Rules::with_overrides(defaults, &o).unwrap_or_else(|e| {
         tracing::warn!(tenant, error = %e, "stored alert rules do not check; using the defaults");

@@ -5,7 +5,7 @@
 use super::{alerts, reports, Monitor};
 use crate::memory::{blocking, Memory};
 use std::time::Duration;
-use tempora_storage::EngineError;
+use crate::store::EngineError;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -14,8 +14,8 @@ pub async fn evaluate(memory: &Memory, monitor: &Monitor, tenant: &str) -> Resul
     let lock = monitor.lock(tenant);
     let _held = lock.lock().await;
     let plan = {
-        let (engine, tenant, defaults) = (memory.engine().clone(), tenant.to_string(), monitor.config.defaults.clone());
-        blocking(move || alerts::plan(&engine, &tenant, &defaults)).await?
+        let (engine, tenant, defaults) = (memory.store().clone(), tenant.to_string(), monitor.config.defaults.clone());
+        blocking(move || alerts::plan(&*engine, &tenant, &defaults)).await?
     };
     if !plan.ops.is_empty() {
         let ops = plan.ops.clone();
@@ -28,10 +28,10 @@ pub async fn evaluate(memory: &Memory, monitor: &Monitor, tenant: &str) -> Resul
 /// `stop` is set; how many ran.
 pub async fn run_due(memory: &Memory, monitor: &Monitor, tenant: &str, stop: &watch::Receiver<bool>) -> Result<usize, EngineError> {
     let due = {
-        let (engine, tenant) = (memory.engine().clone(), tenant.to_string());
+        let (engine, tenant) = (memory.store().clone(), tenant.to_string());
         blocking(move || {
             let now = super::time::now_ms();
-            Ok(reports::list(&engine, &tenant)?.into_iter().filter(|r| r.due_at().is_some_and(|t| t <= now)).collect::<Vec<_>>())
+            Ok(reports::list(&*engine, &tenant)?.into_iter().filter(|r| r.due_at().is_some_and(|t| t <= now)).collect::<Vec<_>>())
         })
         .await?
     };
@@ -41,8 +41,8 @@ pub async fn run_due(memory: &Memory, monitor: &Monitor, tenant: &str, stop: &wa
             break;
         }
         let run = {
-            let (engine, tenant, defaults) = (memory.engine().clone(), tenant.to_string(), monitor.config.defaults.clone());
-            blocking(move || reports::run(&engine, &tenant, &defaults, &r)).await?
+            let (engine, tenant, defaults) = (memory.store().clone(), tenant.to_string(), monitor.config.defaults.clone());
+            blocking(move || reports::run(&*engine, &tenant, &defaults, &r)).await?
         };
         memory.write(tenant, run.ops(), None).await?.map_err(|_| EngineError::Invalid("unexpected replay".into()))?;
         ran += 1;
@@ -52,7 +52,7 @@ pub async fn run_due(memory: &Memory, monitor: &Monitor, tenant: &str, stop: &wa
 
 /// One pass over every tenant.
 async fn tick(memory: &Memory, monitor: &Monitor, stop: &watch::Receiver<bool>) {
-    for tenant in memory.engine().tenants() {
+    for tenant in memory.store().tenants() {
         if *stop.borrow() {
             return;
         }

@@ -6,7 +6,7 @@
 use super::time;
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
-use tempora_storage::{Engine, EngineError};
+use crate::store::{MemoryStore, EngineError};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DayUsage {
@@ -38,11 +38,11 @@ fn key(tenant: &str, day: &str) -> Vec<u8> {
 static RECORD: Mutex<()> = Mutex::new(());
 
 /// Adds one model call's tokens to today's counter of `tenant`.
-pub fn record(engine: &Engine, tenant: &str, tokens_in: u64, tokens_out: u64) -> Result<(), EngineError> {
+pub fn record(engine: &dyn MemoryStore, tenant: &str, tokens_in: u64, tokens_out: u64) -> Result<(), EngineError> {
     record_on(engine, tenant, &time::day(time::now_ms()), tokens_in, tokens_out)
 }
 
-pub fn record_on(engine: &Engine, tenant: &str, day: &str, tokens_in: u64, tokens_out: u64) -> Result<(), EngineError> {
+pub fn record_on(engine: &dyn MemoryStore, tenant: &str, day: &str, tokens_in: u64, tokens_out: u64) -> Result<(), EngineError> {
     let _guard = RECORD.lock().unwrap_or_else(|e| e.into_inner());
     let k = key(tenant, day);
     let mut u: DayUsage = engine.aux_get(&k)?.and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
@@ -53,15 +53,15 @@ pub fn record_on(engine: &Engine, tenant: &str, day: &str, tokens_in: u64, token
 }
 
 /// The tenant's usage on one UTC day.
-pub fn on_day(engine: &Engine, tenant: &str, day: &str) -> Result<DayUsage, EngineError> {
+pub fn on_day(engine: &dyn MemoryStore, tenant: &str, day: &str) -> Result<DayUsage, EngineError> {
     Ok(engine.aux_get(&key(tenant, day))?.and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default())
 }
 
 /// Every recorded day of the tenant, oldest first, at most the last `max`.
-pub fn days(engine: &Engine, tenant: &str, max: usize) -> Result<Vec<(String, DayUsage)>, EngineError> {
+pub fn days(engine: &dyn MemoryStore, tenant: &str, max: usize) -> Result<Vec<(String, DayUsage)>, EngineError> {
     let p = prefix(tenant);
     let mut out = Vec::new();
-    engine.aux_scan(&p, |k, v| {
+    engine.aux_scan(&p, &mut |k, v| {
         if let (Ok(day), Ok(u)) = (std::str::from_utf8(&k[p.len()..]), serde_json::from_slice::<DayUsage>(v)) {
             out.push((day.to_string(), u));
         }
@@ -73,11 +73,11 @@ pub fn days(engine: &Engine, tenant: &str, max: usize) -> Result<Vec<(String, Da
 
 /// Records a model call's usage after the fact; a failure to count is logged,
 /// never turned into a failed request.
-pub async fn record_async(engine: std::sync::Arc<Engine>, tenant: String, tokens_in: u64, tokens_out: u64) {
+pub async fn record_async(engine: std::sync::Arc<dyn MemoryStore>, tenant: String, tokens_in: u64, tokens_out: u64) {
     if tokens_in == 0 && tokens_out == 0 {
         return;
     }
-    let done = tokio::task::spawn_blocking(move || record(&engine, &tenant, tokens_in, tokens_out)).await;
+    let done = tokio::task::spawn_blocking(move || record(&*engine, &tenant, tokens_in, tokens_out)).await;
     match done {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "cannot record model token usage"),

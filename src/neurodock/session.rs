@@ -345,10 +345,10 @@ async fn add_tool(
             return Err(("TooManyTools", format!("a connection registers at most {MAX_TOOLS_PER_CONNECTION} tools")));
         }
     }
-    let engine = Arc::clone(shared.st.memory.engine());
+    let engine = Arc::clone(shared.st.memory.store());
     let ops = {
         let (tenant, spec) = (tenant.to_string(), spec.clone());
-        blocking(move || tools::register_ops(&engine, &tenant, &spec)).await
+        blocking(move || tools::register_ops(&*engine, &tenant, &spec)).await
     }
     .map_err(|e| ("Internal", format!("the tool could not be read: {e}")))?;
     if !ops.is_empty() {
@@ -481,8 +481,8 @@ async fn call_tool(
             Some(found) => found,
             None => {
                 // A stored tool nobody serves now is called on this connection.
-                let (engine, t, n) = (Arc::clone(shared.st.memory.engine()), tenant.to_string(), call.name.clone());
-                let spec = blocking(move || tools::load(&engine, &t, &n))
+                let (engine, t, n) = (Arc::clone(shared.st.memory.store()), tenant.to_string(), call.name.clone());
+                let spec = blocking(move || tools::load(&*engine, &t, &n))
                     .await
                     .map_err(|e| ("Internal", format!("tools could not be read: {e}")))?
                     .ok_or_else(|| ("UnknownTool", format!("no tool named {}", call.name)))?;

@@ -16,7 +16,7 @@ use crate::agents::MemoryTool;
 use crate::service::Service;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
-use tempora_storage::{Engine, EngineError, Fact, FactInput, FactQuery, StatusFilter, WriteOp};
+use crate::store::{MemoryStore, EngineError, Fact, FactInput, FactQuery, StatusFilter, WriteOp};
 
 pub const ENTITY_TYPE: &str = "Tool";
 pub const PREFIX: &str = "tool.";
@@ -45,7 +45,7 @@ fn setting(spec: &ToolSpec, p: &str) -> Value {
     }
 }
 
-fn settings(engine: &Engine, tenant: &str, name: &str) -> Result<BTreeMap<String, Fact>, EngineError> {
+fn settings(engine: &dyn MemoryStore, tenant: &str, name: &str) -> Result<BTreeMap<String, Fact>, EngineError> {
     let q = FactQuery { subject: Some(entity(name)), status: StatusFilter::Current, limit: 100, ..Default::default() };
     let mut out = BTreeMap::new();
     for f in engine.query(tenant, &q)?.facts {
@@ -58,7 +58,7 @@ fn settings(engine: &Engine, tenant: &str, name: &str) -> Result<BTreeMap<String
 }
 
 /// The write that makes the stored tool equal `spec`; empty when unchanged.
-pub fn register_ops(engine: &Engine, tenant: &str, spec: &ToolSpec) -> Result<Vec<WriteOp>, EngineError> {
+pub fn register_ops(engine: &dyn MemoryStore, tenant: &str, spec: &ToolSpec) -> Result<Vec<WriteOp>, EngineError> {
     let current = settings(engine, tenant, &spec.name)?;
     let subject = entity(&spec.name);
     let mut ops = Vec::new();
@@ -73,7 +73,7 @@ pub fn register_ops(engine: &Engine, tenant: &str, spec: &ToolSpec) -> Result<Ve
 }
 
 /// A stored tool of the tenant; `None` when never registered.
-pub fn load(engine: &Engine, tenant: &str, name: &str) -> Result<Option<ToolSpec>, EngineError> {
+pub fn load(engine: &dyn MemoryStore, tenant: &str, name: &str) -> Result<Option<ToolSpec>, EngineError> {
     if super::packets::check_name(name).is_err() {
         return Ok(None);
     }

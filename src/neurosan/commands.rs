@@ -14,7 +14,7 @@
 //! | anything else | a question, answered from recall (search) |
 
 use serde_json::Value;
-use tempora_storage::is_entity_ref;
+use crate::store::is_entity_ref;
 
 /// One parsed message.
 #[derive(Debug, Clone, PartialEq)]

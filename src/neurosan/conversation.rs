@@ -24,7 +24,7 @@ use super::wire::{ChatContext, ChatHistory, ChatMessage, MessageType, Origin};
 use crate::service::ServiceError;
 use crate::service::Service;
 use serde_json::{json, Map, Value};
-use tempora_storage::{FactInput, WriteOp};
+use crate::store::{FactInput, WriteOp};
 
 /// The source stamped on conversation facts and on what a turn remembers.
 pub fn source(id: &str) -> String {

@@ -9,7 +9,7 @@ use crate::agents::MemoryTool;
 use crate::service::ServiceError;
 use crate::service::Service;
 use serde_json::{json, Value};
-use tempora_storage::{Fact, FactQuery, StatusFilter, WriteOp};
+use crate::store::{Fact, FactQuery, StatusFilter, WriteOp};
 
 /// Most facts listed in one answer; the rest are counted.
 const MAX_LISTED: usize = 25;
@@ -202,7 +202,7 @@ async fn forget(
         subject: Some(subject.to_string()),
         predicate: Some(predicate.to_string()),
         object: object.cloned(),
-        limit: tempora_storage::MAX_PAGE,
+        limit: crate::store::MAX_PAGE,
         ..FactQuery::default()
     };
     let current = st.memory.query(tenant, q).await?.facts;

@@ -11,7 +11,7 @@ use crate::service::Service;
 use crate::mcp::tools::CallerInfo;
 use crate::memory::blocking;
 use serde_json::{json, Map, Value};
-use tempora_storage::Fact;
+use crate::store::Fact;
 
 /// Most versions `history` returns.
 pub const MAX_HISTORY: usize = 1000;
@@ -69,7 +69,7 @@ async fn history(st: &Service, tenant: &str, args: Map<String, Value>) -> Result
             return Err(ServiceError::invalid(format!("invalid argument {key}: unknown field")));
         }
     }
-    let engine = st.memory.engine().clone();
+    let engine = st.memory.store().clone();
     let tenant = tenant.to_string();
     let versions: Vec<Fact> = blocking(move || engine.subject_history(&tenant, &subject, None)).await?;
     let mut versions: Vec<Fact> =

@@ -147,7 +147,7 @@ async fn run(
             .unwrap_or_else(|_| Err(Failure::Memory(format!("the turn did not finish within {} s", limit.as_secs()))));
     let (tokens_in, tokens_out) = (turn.tokens_in.load(Ordering::Relaxed), turn.tokens_out.load(Ordering::Relaxed));
     if tokens_in + tokens_out > 0 {
-        crate::monitor::usage::record_async(st.memory.engine().clone(), tenant.to_string(), tokens_in, tokens_out)
+        crate::monitor::usage::record_async(st.memory.store().clone(), tenant.to_string(), tokens_in, tokens_out)
             .await;
     }
     let answer = match answered {

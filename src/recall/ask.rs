@@ -9,7 +9,7 @@
 use super::tokens::fact_line;
 use crate::llm::{Client, LlmError, ModelConfig};
 use serde::Serialize;
-use tempora_storage::Fact;
+use crate::store::Fact;
 
 /// Evidence facts an extractive answer quotes.
 const EXTRACTIVE_FACTS: usize = 3;

@@ -28,8 +28,8 @@ use super::collect;
 use crate::digest::pages::{cut_chars, is_page, MENTIONS};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
-use tempora_storage::{
-    is_entity_ref, AsOf, Cardinality, Engine, EngineError, Fact, FactId, FactQuery, Millis, Status, StatusFilter,
+use crate::store::{
+    is_entity_ref, AsOf, Cardinality, MemoryStore, EngineError, Fact, FactId, FactQuery, Millis, Status, StatusFilter,
     StatusSet,
 };
 
@@ -140,7 +140,7 @@ struct Candidate {
 /// Builds the packet. `recalled` are facts found for the goal elsewhere (the
 /// full-text index); they join the candidates.
 pub fn build(
-    engine: &Engine,
+    engine: &dyn MemoryStore,
     tenant: &str,
     req: &ContextRequest,
     recalled: Vec<Fact>,
@@ -338,7 +338,7 @@ pub fn build(
 /// The pages mentioning `entities` (in that order; each entity's newest
 /// first), at most `max`, each page once, as snippets.
 fn page_snippets(
-    engine: &Engine,
+    engine: &dyn MemoryStore,
     tenant: &str,
     entities: &[String],
     max: usize,
@@ -397,7 +397,7 @@ pub fn score(relevance: f64, proximity: f64, confidence: f64, recency: f64) -> f
 /// An active fact and a candidate with different objects for the same
 /// subject and `one`/`strict` predicate, at least one of them selected.
 fn conflicts(
-    engine: &Engine,
+    engine: &dyn MemoryStore,
     tenant: &str,
     cands: &[Candidate],
     chosen: &[(usize, Ranked)],

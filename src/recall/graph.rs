@@ -10,7 +10,7 @@
 use super::collect;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use tempora_storage::{AsOf, Engine, EngineError, FactId, FactQuery};
+use crate::store::{AsOf, MemoryStore, EngineError, FactId, FactQuery};
 
 /// Facts read for one graph view.
 pub const MAX_SCAN: usize = 100_000;
@@ -52,7 +52,7 @@ pub struct Graph {
     pub truncated: bool,
 }
 
-pub fn graph(engine: &Engine, tenant: &str, req: &GraphRequest) -> Result<Graph, EngineError> {
+pub fn graph(engine: &dyn MemoryStore, tenant: &str, req: &GraphRequest) -> Result<Graph, EngineError> {
     let q = FactQuery { as_of: req.as_of, ..Default::default() };
     let (facts, truncated) = collect(engine, tenant, &q, MAX_SCAN)?;
     let mut edges: Vec<GraphEdge> = facts

@@ -10,11 +10,11 @@ pub mod text;
 pub mod tokens;
 pub mod walk;
 
-use tempora_storage::{Engine, EngineError, Fact, FactQuery, MAX_PAGE};
+use crate::store::{MemoryStore, EngineError, Fact, FactQuery, MAX_PAGE};
 
 /// Every fact `q` selects, page by page, up to `max`. The flag says the
 /// answer stopped at `max` with more to come.
-pub fn collect(engine: &Engine, tenant: &str, q: &FactQuery, max: usize) -> Result<(Vec<Fact>, bool), EngineError> {
+pub fn collect(engine: &dyn MemoryStore, tenant: &str, q: &FactQuery, max: usize) -> Result<(Vec<Fact>, bool), EngineError> {
     let mut q = q.clone();
     let mut out = Vec::new();
     loop {

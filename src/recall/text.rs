@@ -6,7 +6,7 @@
 
 use crate::search::tokenize::json_text;
 use std::collections::HashMap;
-use tempora_storage::Fact;
+use crate::store::Fact;
 
 pub use crate::search::tokenize::terms;
 

@@ -7,7 +7,7 @@
 //! cl100k and o200k tokenizers on English fact lines, and never zero. It is
 //! deliberately simple and deterministic: the same fact always costs the same.
 
-use tempora_storage::Fact;
+use crate::store::Fact;
 
 pub fn estimate(text: &str) -> usize {
     let by_bytes = text.len().div_ceil(4);

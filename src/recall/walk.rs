@@ -9,7 +9,7 @@
 use super::collect;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet, VecDeque};
-use tempora_storage::{is_entity_ref, AsOf, Engine, EngineError, Fact, FactId, FactQuery};
+use crate::store::{is_entity_ref, AsOf, MemoryStore, EngineError, Fact, FactId, FactQuery};
 
 pub const DEFAULT_DEPTH: usize = 2;
 pub const MAX_DEPTH: usize = 6;
@@ -72,7 +72,7 @@ pub struct WalkResult {
     pub truncated: bool,
 }
 
-pub fn walk(engine: &Engine, tenant: &str, req: &WalkRequest) -> Result<WalkResult, EngineError> {
+pub fn walk(engine: &dyn MemoryStore, tenant: &str, req: &WalkRequest) -> Result<WalkResult, EngineError> {
     if !is_entity_ref(&req.start) {
         return Err(EngineError::Invalid(format!("start must be an entity ref like Person:sarah, got {:?}", req.start)));
     }
@@ -112,7 +112,7 @@ pub fn walk(engine: &Engine, tenant: &str, req: &WalkRequest) -> Result<WalkResu
 /// The current edges at `node` in the walk's direction, each with the entity
 /// at its other end, in index order (deterministic).
 fn neighbours(
-    engine: &Engine,
+    engine: &dyn MemoryStore,
     tenant: &str,
     node: &str,
     req: &WalkRequest,

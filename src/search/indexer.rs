@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use tantivy::directory::MmapDirectory;
 use tantivy::tokenizer::{TextAnalyzer, WhitespaceTokenizer};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy};
-use tempora_storage::{Change, ChangeEvent, Engine, Fact, FactId, Tx};
+use crate::store::{Change, ChangeEvent, MemoryStore, Fact, FactId, Tx};
 use tokio::sync::{broadcast, watch};
 
 /// Changes read from the log per call.
@@ -120,7 +120,7 @@ pub fn index_dir(data_dir: &Path) -> PathBuf {
 
 /// Writes the index of one data directory.
 pub struct Indexer {
-    engine: Arc<Engine>,
+    engine: Arc<dyn MemoryStore>,
     state: Arc<IndexState>,
     writer: IndexWriter,
     /// Every change up to it is in the committed index.
@@ -149,7 +149,7 @@ impl Indexer {
     /// Opens the index in `dir`, or rebuilds it (from nothing: the catch-up
     /// then indexes the whole log) when it is missing, unreadable, of another
     /// schema version, or ahead of the store.
-    pub fn open(dir: &Path, engine: Arc<Engine>, metrics: Option<IndexerMetrics>) -> Result<(Indexer, watch::Receiver<Tx>)> {
+    pub fn open(dir: &Path, engine: Arc<dyn MemoryStore>, metrics: Option<IndexerMetrics>) -> Result<(Indexer, watch::Receiver<Tx>)> {
         let fields = Fields::new();
         let last_tx = engine.last_tx().0;
         let opened = match try_open(dir, &fields) {
@@ -426,10 +426,10 @@ impl Indexer {
                             _ = hurry.notify.notified() => {}
                         }
                     }
-                    Some(drain(first, &mut notices, &me.engine))
+                    Some(drain(first, &mut notices, &*me.engine))
                 }
                 // A search waits: hand over whatever was announced so far.
-                Event::Hurry => waiting(&mut notices, &me.engine),
+                Event::Hurry => waiting(&mut notices, &*me.engine),
                 Event::Due => None,
                 // A failed step or commit is retried over every tenant.
                 Event::Retry => Some((None, me.engine.last_tx().0)),
@@ -451,7 +451,7 @@ impl Indexer {
         }
         // Writes have stopped: hand whatever was announced (everything, after
         // a failure), then commit.
-        let (tenants, target) = match waiting(&mut notices, &me.engine) {
+        let (tenants, target) = match waiting(&mut notices, &*me.engine) {
             _ if me.failed => (None, me.engine.last_tx().0),
             Some(step) => step,
             None => (Some(BTreeSet::new()), me.handed),
@@ -503,7 +503,7 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 }
 
 /// [`drain`] of the notices already waiting; `None` when there are none.
-fn waiting(notices: &mut broadcast::Receiver<Committed>, engine: &Engine) -> Option<(Option<BTreeSet<String>>, Tx)> {
+fn waiting(notices: &mut broadcast::Receiver<Committed>, engine: &dyn MemoryStore) -> Option<(Option<BTreeSet<String>>, Tx)> {
     let first = match notices.try_recv() {
         Ok(n) => Ok(n),
         Err(broadcast::error::TryRecvError::Lagged(n)) => Err(broadcast::error::RecvError::Lagged(n)),
@@ -518,7 +518,7 @@ fn waiting(notices: &mut broadcast::Receiver<Committed>, engine: &Engine) -> Opt
 pub(crate) fn drain(
     first: Result<Committed, broadcast::error::RecvError>,
     notices: &mut broadcast::Receiver<Committed>,
-    engine: &Engine,
+    engine: &dyn MemoryStore,
 ) -> (Option<BTreeSet<String>>, Tx) {
     let mut tenants = BTreeSet::new();
     let mut target = 0;
@@ -605,7 +605,7 @@ pub struct Rebuilt {
 }
 
 /// Deletes the index of `data_dir` and builds it again from the change log.
-pub fn rebuild(data_dir: &Path, engine: Arc<Engine>) -> Result<Rebuilt> {
+pub fn rebuild(data_dir: &Path, engine: Arc<dyn MemoryStore>) -> Result<Rebuilt> {
     let dir = index_dir(data_dir);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use tempora_storage::{is_entity_ref, Engine, FactId, Tx};
+use crate::store::{is_entity_ref, MemoryStore, FactId, Tx};
 use tokio::sync::watch;
 
 pub const DEFAULT_TOP_K: usize = 8;
@@ -102,7 +102,7 @@ pub struct Recalled {
 /// The search handle: cheap to clone, shared by the request handlers.
 #[derive(Clone)]
 pub struct Search {
-    engine: Arc<Engine>,
+    engine: Arc<dyn MemoryStore>,
     state: Arc<IndexState>,
     watermark: watch::Receiver<Tx>,
     rankers: Arc<Vec<Arc<dyn Ranker>>>,
@@ -142,7 +142,7 @@ impl Search {
         metrics: Option<IndexerMetrics>,
         commit_every: Duration,
     ) -> Result<(Search, IndexerHandle)> {
-        let engine = Arc::clone(memory.engine());
+        let engine = Arc::clone(memory.store());
         // Subscribed before the catch-up reads the log: nothing falls between.
         let notices = memory.subscribe();
         let (mut indexer, watermark) = Indexer::open(&index_dir(data_dir), Arc::clone(&engine), metrics)?;
@@ -210,7 +210,7 @@ impl Search {
         }
         seeds.truncate(MAX_SEEDS);
         let want = if seeds.is_empty() { req.top_k } else { (req.top_k * 3).max(24) };
-        let ctx = RankContext { engine: &self.engine, tenant, request: req, terms: &terms, seeds: &seeds, want };
+        let ctx = RankContext { engine: &*self.engine, tenant, request: req, terms: &terms, seeds: &seeds, want };
         let mut lists = Vec::with_capacity(self.rankers.len());
         let mut unavailable = Vec::new();
         for r in self.rankers.iter() {

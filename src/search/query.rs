@@ -13,7 +13,7 @@ use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{TantivyDocument, Term};
-use tempora_storage::{AsOf, Fact, FactId, FactQuery, Status, StatusFilter, StatusSet};
+use crate::store::{AsOf, Fact, FactId, FactQuery, Status, StatusFilter, StatusSet};
 
 /// Field boosts: the object says most about what a fact claims; subject
 /// and predicate a little more than the rest.
@@ -302,7 +302,7 @@ impl Ranker for GraphRanker {
         for seed in ctx.seeds {
             for f in around(seed)? {
                 for e in [Some(f.subject.as_str()), f.object_entity()].into_iter().flatten() {
-                    if !seeds.contains(e) && tempora_storage::is_entity_ref(e) && !neighbours.iter().any(|n| n == e) {
+                    if !seeds.contains(e) && crate::store::is_entity_ref(e) && !neighbours.iter().any(|n| n == e) {
                         neighbours.push(e.to_string());
                     }
                 }
@@ -351,10 +351,10 @@ impl Ranker for GraphRanker {
 #[cfg(test)]
 mod rerank_tests {
     use super::*;
-    use tempora_storage::{Engine, EngineConfig, FactInput};
+    use crate::store::FactInput;
 
     fn facts(texts: &[(&str, i64)]) -> Vec<Fact> {
-        let e = Engine::open(EngineConfig::temporary()).unwrap();
+        let e = crate::store::embedded::temporary();
         texts
             .iter()
             .enumerate()

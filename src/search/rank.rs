@@ -10,7 +10,7 @@
 
 use super::SearchRequest;
 use std::collections::{BTreeMap, HashMap};
-use tempora_storage::{Engine, Fact, FactId};
+use crate::store::{MemoryStore, Fact, FactId};
 
 /// The `k` of reciprocal rank fusion (the value of the original paper):
 /// large enough that the first few ranks of one list do not drown the rest.
@@ -52,7 +52,7 @@ impl RankedList {
 
 /// What a ranker sees of a search.
 pub struct RankContext<'a> {
-    pub engine: &'a Engine,
+    pub engine: &'a dyn MemoryStore,
     pub tenant: &'a str,
     pub request: &'a SearchRequest,
     /// The question's distinct index terms.

@@ -21,7 +21,7 @@ use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, INDEXED, STORED, STRING,
 };
 use tantivy::{TantivyDocument, Term};
-use tempora_storage::{Fact, FactId};
+use crate::store::{Fact, FactId};
 
 /// Bumped whenever the schema or the tokenization changes; an index written
 /// with another version is rebuilt from the change log at start.

@@ -11,10 +11,16 @@ use crate::memory::Memory;
 use std::sync::Arc;
 use std::time::Duration;
 use tantivy::collector::Count;
-use tempora_storage::{Engine, EngineConfig, FactInput};
+use crate::store::embedded::Engine;
+use crate::store::FactInput;
 
 fn engine() -> Arc<Engine> {
-    Arc::new(Engine::open(EngineConfig::temporary()).unwrap())
+    crate::store::embedded::temporary()
+}
+
+/// The engine as the seam the index reads through.
+fn store(e: &Arc<Engine>) -> Arc<dyn crate::store::MemoryStore> {
+    e.clone()
 }
 
 fn hits(ix: &Indexer, tenant: &str, question: &str, as_of: Option<i64>) -> usize {
@@ -30,7 +36,7 @@ fn the_index_filters_by_tenant_and_follows_each_facts_latest_status() {
     let e = engine();
     let acme = e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:acme")).unwrap();
     e.assert("b", FactInput::new("Person:sarah", "works_at", "Org:acme")).unwrap();
-    let (mut ix, wm) = Indexer::open(&dir.path().join("search"), Arc::clone(&e), None).unwrap();
+    let (mut ix, wm) = Indexer::open(&dir.path().join("search"), store(&e), None).unwrap();
     assert_eq!(*wm.borrow(), 0);
     ix.catch_up(None, e.last_tx().0).unwrap();
     assert_eq!(*wm.borrow(), e.last_tx().0);
@@ -65,12 +71,12 @@ fn the_watermark_survives_a_reopen_and_a_bad_index_is_rebuilt() {
         e.assert("a", FactInput::new(format!("Tree:t{i}"), "fruit", "kiwi")).unwrap();
     }
     {
-        let (mut ix, _) = Indexer::open(&path, Arc::clone(&e), None).unwrap();
+        let (mut ix, _) = Indexer::open(&path, store(&e), None).unwrap();
         ix.catch_up(None, 3).unwrap();
         assert_eq!((ix.watermark(), ix.num_docs()), (3, 3));
     }
     // Reopened: the watermark comes from the commit; catching up adds the rest.
-    let (mut ix, _) = Indexer::open(&path, Arc::clone(&e), None).unwrap();
+    let (mut ix, _) = Indexer::open(&path, store(&e), None).unwrap();
     assert_eq!((ix.watermark(), ix.num_docs()), (3, 3));
     ix.catch_up(None, 5).unwrap();
     assert_eq!((ix.watermark(), ix.num_docs()), (5, 5));
@@ -79,13 +85,13 @@ fn the_watermark_survives_a_reopen_and_a_bad_index_is_rebuilt() {
     // An index ahead of the store (a store that lost writes) is rebuilt.
     let smaller = engine();
     smaller.assert("a", FactInput::new("Tree:x", "fruit", "kiwi")).unwrap();
-    let (ix, _) = Indexer::open(&path, Arc::clone(&smaller), None).unwrap();
+    let (ix, _) = Indexer::open(&path, store(&smaller), None).unwrap();
     assert_eq!((ix.watermark(), ix.num_docs()), (0, 0));
     drop(ix);
 
     // Another schema version: rebuilt.
     {
-        let (mut ix, _) = Indexer::open(&path, Arc::clone(&e), None).unwrap();
+        let (mut ix, _) = Indexer::open(&path, store(&e), None).unwrap();
         ix.catch_up(None, 5).unwrap();
     }
     {
@@ -95,7 +101,7 @@ fn the_watermark_survives_a_reopen_and_a_bad_index_is_rebuilt() {
         c.set_payload(&format!(r#"{{"schema_version":{},"watermark":5}}"#, SCHEMA_VERSION + 1));
         c.commit().unwrap();
     }
-    let (ix, _) = Indexer::open(&path, Arc::clone(&e), None).unwrap();
+    let (ix, _) = Indexer::open(&path, store(&e), None).unwrap();
     assert_eq!((ix.watermark(), ix.num_docs()), (0, 0));
     assert_eq!(ix.state().index.schema(), Fields::new().schema);
 }
@@ -104,7 +110,7 @@ fn the_watermark_survives_a_reopen_and_a_bad_index_is_rebuilt() {
 fn only_documents_that_may_exist_are_deleted_before_they_are_replaced() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine();
-    let (mut ix, _) = Indexer::open(&dir.path().join("search"), Arc::clone(&e), None).unwrap();
+    let (mut ix, _) = Indexer::open(&dir.path().join("search"), store(&e), None).unwrap();
     // One document per flush, so a batch crosses several.
     ix.set_stage_limit(1);
     for i in 0..5 {
@@ -131,7 +137,7 @@ fn only_documents_that_may_exist_are_deleted_before_they_are_replaced() {
     // Caught up again from the same watermark (a change indexed twice):
     // everything is at or before it now, so every document is replaced.
     drop(ix);
-    let (mut again, _) = Indexer::open(&dir.path().join("search"), Arc::clone(&e), None).unwrap();
+    let (mut again, _) = Indexer::open(&dir.path().join("search"), store(&e), None).unwrap();
     assert_eq!(again.watermark(), e.last_tx().0);
     e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:initrode")).unwrap();
     again.catch_up(None, e.last_tx().0).unwrap();
@@ -143,7 +149,7 @@ fn only_documents_that_may_exist_are_deleted_before_they_are_replaced() {
 fn documents_handed_in_steps_are_searchable_at_the_commit_and_replace_each_other() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine();
-    let (mut ix, wm) = Indexer::open(&dir.path().join("search"), Arc::clone(&e), None).unwrap();
+    let (mut ix, wm) = Indexer::open(&dir.path().join("search"), store(&e), None).unwrap();
     e.assert("a", FactInput::new("Person:sarah", "works_at", "Org:acme")).unwrap();
     ix.hand(None, e.last_tx().0).unwrap();
     assert_eq!((ix.num_docs(), *wm.borrow()), (0, 0), "handed to the writer, not committed");
@@ -185,7 +191,7 @@ async fn reaches(search: &Search, tx: u64, within: Duration) -> bool {
 async fn a_catch_up_commit_starts_the_pause() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine();
-    let memory = Memory::new(Arc::clone(&e));
+    let memory = Memory::new(store(&e));
     let kiwi = |i: usize| FactInput::new(format!("Tree:t{i}"), "fruit", "kiwi");
     let before = e.assert("a", kiwi(1)).unwrap();
     let (search, handle) = Search::start_paced(dir.path(), &memory, None, Duration::from_secs(3600)).unwrap();
@@ -200,7 +206,7 @@ async fn a_catch_up_commit_starts_the_pause() {
 async fn commits_wait_out_the_pause_unless_a_search_waits() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine();
-    let memory = Memory::new(Arc::clone(&e));
+    let memory = Memory::new(store(&e));
     let (search, handle) = Search::start_paced(dir.path(), &memory, None, Duration::from_secs(3600)).unwrap();
     let kiwi = |i: usize| FactInput::new(format!("Tree:t{i}"), "fruit", "kiwi");
 
@@ -222,6 +228,6 @@ async fn commits_wait_out_the_pause_unless_a_search_waits() {
     // On stop, what was announced is handed and committed.
     let last = e.assert("a", kiwi(4)).unwrap();
     handle.stop().await;
-    let (ix, _) = Indexer::open(&dir.path().join("search"), Arc::clone(&e), None).unwrap();
+    let (ix, _) = Indexer::open(&dir.path().join("search"), store(&e), None).unwrap();
     assert_eq!((ix.watermark(), ix.num_docs()), (last.fact.tx, 4));
 }

@@ -180,7 +180,7 @@ pub fn entity_refs(question: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for w in question.split(|c: char| c.is_whitespace() || matches!(c, ',' | '?' | '!' | ';' | '(' | ')' | '"' | '\'')) {
         let w = w.trim_end_matches(['.', ':']);
-        if tempora_storage::is_entity_ref(w) && !out.iter().any(|e| e == w) {
+        if crate::store::is_entity_ref(w) && !out.iter().any(|e| e == w) {
             out.push(w.to_string());
         }
     }

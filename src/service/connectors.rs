@@ -40,7 +40,7 @@ pub struct NewConnector {
 
 /// The connector with its live parts: the ingested count and the last pull.
 fn describe(
-    engine: &tempora_storage::Engine,
+    engine: &dyn crate::store::MemoryStore,
     tenant: &str,
     c: &Connector,
 ) -> std::result::Result<Value, tempora_storage::EngineError> {
@@ -128,11 +128,11 @@ pub enum Started {
 impl Service {
     /// The tenant's connectors.
     pub async fn connectors(&self, tenant: &str) -> Result<Vec<Value>> {
-        let (engine, tenant) = (Arc::clone(self.memory.engine()), tenant.to_string());
+        let (engine, tenant) = (Arc::clone(self.memory.store()), tenant.to_string());
         Ok(blocking(move || {
             let mut out = Vec::new();
-            for c in connectors::list(&engine, &tenant)? {
-                out.push(describe(&engine, &tenant, &c)?);
+            for c in connectors::list(&*engine, &tenant)? {
+                out.push(describe(&*engine, &tenant, &c)?);
             }
             Ok(out)
         })
@@ -166,10 +166,10 @@ impl Service {
                 rt.policy.resolve(&url).await.map_err(|e| ServiceError::invalid(format!("url: {e}")))?;
             }
         }
-        let engine = Arc::clone(self.memory.engine());
+        let engine = Arc::clone(self.memory.store());
         let ops = {
             let (engine, tenant, r) = (Arc::clone(&engine), tenant.clone(), r.clone());
-            blocking(move || connectors::register_ops(&engine, &tenant, &r)).await?
+            blocking(move || connectors::register_ops(&*engine, &tenant, &r)).await?
         };
         if !ops.is_empty() {
             self.memory.write(&tenant, ops, None).await?.map_err(|_| ServiceError::Internal)?;
@@ -177,17 +177,17 @@ impl Service {
         rt.set(&tenant, &r.name, r.every_secs.filter(|_| r.url.is_some()));
         let name = r.name.clone();
         let v = blocking(move || {
-            let c = connectors::load(&engine, &tenant, &name)?
+            let c = connectors::load(&*engine, &tenant, &name)?
                 .ok_or_else(|| tempora_storage::EngineError::NotFound(name.clone()))?;
-            describe(&engine, &tenant, &c)
+            describe(&*engine, &tenant, &c)
         })
         .await?;
         Ok(v)
     }
 
     async fn find_connector(&self, tenant: &str, name: &str) -> Result<Connector> {
-        let (engine, tenant, name) = (Arc::clone(self.memory.engine()), tenant.to_string(), name.to_string());
-        blocking(move || connectors::load(&engine, &tenant, &name)).await?.ok_or_else(ServiceError::not_found)
+        let (engine, tenant, name) = (Arc::clone(self.memory.store()), tenant.to_string(), name.to_string());
+        blocking(move || connectors::load(&*engine, &tenant, &name)).await?.ok_or_else(ServiceError::not_found)
     }
 
     /// Not found unless the tenant has connector `name`.
@@ -217,8 +217,8 @@ impl Service {
             return Ok(Started::Replayed(stored));
         }
         let secret = {
-            let (engine, tenant) = (Arc::clone(self.memory.engine()), tenant.to_string());
-            blocking(move || crate::digest::tenant_secret(&engine, &tenant)).await?
+            let (engine, tenant) = (Arc::clone(self.memory.store()), tenant.to_string());
+            blocking(move || crate::digest::tenant_secret(&*engine, &tenant)).await?
         };
         let masker = Masker::new(c.mask, secret);
         let framing = match records {

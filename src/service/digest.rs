@@ -104,11 +104,11 @@ impl Service {
             return Ok(Answer::Replayed(stored));
         }
 
-        let engine = self.memory.engine().clone();
+        let engine = self.memory.store().clone();
         let tenant = tenant.to_string();
         let secret = {
             let (engine, tenant) = (engine.clone(), tenant.clone());
-            blocking(move || digest::tenant_secret(&engine, &tenant)).await?
+            blocking(move || digest::tenant_secret(&*engine, &tenant)).await?
         };
         let masker = std::sync::Arc::new(Masker::new(strategy, secret));
         let req = digest::Request { content: body.content, format, content_type: content_type.clone(), source: source.clone(), hint, strategy };
@@ -142,7 +142,7 @@ impl Service {
             let (engine, tenant) = (engine.clone(), tenant.clone());
             blocking(move || {
                 let mut d = d;
-                digest::check_strict(&engine, &tenant, &mut d, now)?;
+                digest::check_strict(&*engine, &tenant, &mut d, now)?;
                 let many = engine.predicate(&tenant, digest::pages::MENTIONS)?.cardinality == Cardinality::Many;
                 Ok((d, many, engine.threshold(&tenant)))
             })

@@ -99,18 +99,18 @@ impl Service {
     pub async fn fact(&self, tenant: &str, id: FactId, as_of: Option<tempora_storage::AsOf>) -> Result<Fact> {
         // A point read is a few key lookups, bounded whatever the store
         // holds: cheaper inline than a hop to the blocking pool and back.
-        self.memory.engine().get(tenant, id, as_of)?.ok_or_else(ServiceError::not_found)
+        self.memory.store().get(tenant, id, as_of)?.ok_or_else(ServiceError::not_found)
     }
 
     /// One fact, as of a record time, if the tenant has it.
     pub async fn fact_if_any(&self, tenant: &str, id: FactId, as_of: Option<tempora_storage::AsOf>) -> Result<Option<Fact>> {
-        Ok(self.memory.engine().get(tenant, id, as_of)?)
+        Ok(self.memory.store().get(tenant, id, as_of)?)
     }
 
     /// Every version of a fact and its neighbours in the supersession chain.
     pub async fn history(&self, tenant: &str, id: FactId) -> Result<FactHistory> {
         // A history grows with every supersession: read off the async threads.
-        let engine = self.memory.engine().clone();
+        let engine = self.memory.store().clone();
         let tenant = tenant.to_string();
         Ok(blocking(move || engine.history(&tenant, id)).await?)
     }
@@ -121,7 +121,7 @@ impl Service {
     }
 
     pub async fn predicate(&self, tenant: &str, name: &str) -> Result<PredicateInfo> {
-        Ok(self.memory.engine().predicate(tenant, name)?)
+        Ok(self.memory.store().predicate(tenant, name)?)
     }
 
     pub async fn set_cardinality(&self, tenant: &str, name: &str, cardinality: Cardinality) -> Result<PredicateInfo> {
@@ -184,7 +184,7 @@ impl Service {
         key: Option<&IdempotencyKey>,
     ) -> Result<Option<Result<T>>> {
         let Some(key) = key else { return Ok(None) };
-        let engine = self.memory.engine().clone();
+        let engine = self.memory.store().clone();
         let (tenant, scoped) = (tenant.to_string(), key.scoped(op));
         let stored = blocking(move || engine.idempotent_reply(&tenant, &scoped)).await?;
         Ok(stored.map(|bytes| idempotency::decode(&bytes)))

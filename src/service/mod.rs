@@ -4,6 +4,7 @@
 //! scoped to a tenant, and fail with one [`ServiceError`] that each wire
 //! maps once.
 
+pub mod changes;
 pub mod connectors;
 pub mod digest;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod idempotency;
 pub mod monitor;
 pub mod params;
 pub mod principal;
+pub mod recall;
 
 pub use error::{Result, ServiceError};
 pub use idempotency::{Answer, IdempotencyKey};

@@ -73,12 +73,12 @@ pub struct NewReport {
 impl Service {
     pub async fn alerts(&self, tenant: &str, states: AlertStates) -> Result<Vec<Value>> {
         let wanted = states.wanted();
-        let (engine, tenant) = (self.memory.engine().clone(), tenant.to_string());
+        let (engine, tenant) = (self.memory.store().clone(), tenant.to_string());
         // Open and acked alerts are looked up by state, however many alerts the
         // tenant has had; a listing with resolved ones holds the newest 10,000.
         let unresolved_only = !wanted.contains(&alerts::RESOLVED);
         let all = blocking(move || {
-            if unresolved_only { alerts::unresolved(&engine, &tenant) } else { alerts::list(&engine, &tenant) }
+            if unresolved_only { alerts::unresolved(&*engine, &tenant) } else { alerts::list(&*engine, &tenant) }
         })
         .await?;
         Ok(all.iter().filter(|a| wanted.contains(&a.state.as_str())).map(|a| a.to_json()).collect())
@@ -90,8 +90,8 @@ impl Service {
         let lock = self.monitor.lock(tenant);
         let _held = lock.lock().await;
         let alert = {
-            let (engine, tenant) = (self.memory.engine().clone(), tenant.to_string());
-            blocking(move || alerts::get(&engine, &tenant, id)).await?.ok_or_else(ServiceError::not_found)?
+            let (engine, tenant) = (self.memory.store().clone(), tenant.to_string());
+            blocking(move || alerts::get(&*engine, &tenant, id)).await?.ok_or_else(ServiceError::not_found)?
         };
         match alert.state.as_str() {
             alerts::OPEN => {}
@@ -117,8 +117,8 @@ impl Service {
         let _held = lock.lock().await;
         let plan = {
             let (engine, tenant, defaults) =
-                (self.memory.engine().clone(), tenant.to_string(), self.monitor.config.defaults.clone());
-            blocking(move || alerts::plan(&engine, &tenant, &defaults)).await?
+                (self.memory.store().clone(), tenant.to_string(), self.monitor.config.defaults.clone());
+            blocking(move || alerts::plan(&*engine, &tenant, &defaults)).await?
         };
         if plan.ops.is_empty() {
             return Ok(Answer::Fresh(plan.render(None)));
@@ -130,8 +130,8 @@ impl Service {
     /// The tenant's alert rules: the defaults with its overrides.
     pub async fn alert_rules(&self, tenant: &str) -> Result<rules::Rules> {
         let (engine, tenant, defaults) =
-            (self.memory.engine().clone(), tenant.to_string(), self.monitor.config.defaults.clone());
-        Ok(blocking(move || rules::load(&engine, &tenant, &defaults)).await?)
+            (self.memory.store().clone(), tenant.to_string(), self.monitor.config.defaults.clone());
+        Ok(blocking(move || rules::load(&*engine, &tenant, &defaults)).await?)
     }
 
     /// Stores the tenant's overrides of the rules; answers the rules in effect.
@@ -148,9 +148,9 @@ impl Service {
     /// Model tokens spent today and over the last days, and the budget.
     pub async fn token_usage(&self, tenant: &str) -> Result<Value> {
         let (engine, tenant, defaults) =
-            (self.memory.engine().clone(), tenant.to_string(), self.monitor.config.defaults.clone());
+            (self.memory.store().clone(), tenant.to_string(), self.monitor.config.defaults.clone());
         let (rules, days) = blocking(move || {
-            Ok((rules::load(&engine, &tenant, &defaults)?, usage::days(&engine, &tenant, USAGE_DAYS)?))
+            Ok((rules::load(&*engine, &tenant, &defaults)?, usage::days(&*engine, &tenant, USAGE_DAYS)?))
         })
         .await?;
         let today = time::day(time::now_ms());
@@ -189,15 +189,15 @@ impl Service {
     }
 
     pub async fn reports(&self, tenant: &str) -> Result<Vec<Value>> {
-        let (engine, tenant) = (self.memory.engine().clone(), tenant.to_string());
-        let all = blocking(move || reports::list(&engine, &tenant)).await?;
+        let (engine, tenant) = (self.memory.store().clone(), tenant.to_string());
+        let all = blocking(move || reports::list(&*engine, &tenant)).await?;
         Ok(all.iter().map(Report::to_json).collect())
     }
 
     async fn find_report(&self, tenant: &str, raw_id: &str) -> Result<Report> {
         let id = crate::monitor::parse_id(raw_id, REPORT_PREFIX).ok_or_else(ServiceError::not_found)?;
-        let (engine, tenant) = (self.memory.engine().clone(), tenant.to_string());
-        blocking(move || reports::get(&engine, &tenant, id)).await?.ok_or_else(ServiceError::not_found)
+        let (engine, tenant) = (self.memory.store().clone(), tenant.to_string());
+        blocking(move || reports::get(&*engine, &tenant, id)).await?.ok_or_else(ServiceError::not_found)
     }
 
     pub async fn report(&self, tenant: &str, raw_id: &str) -> Result<Value> {
@@ -212,8 +212,8 @@ impl Service {
         }
         let run = {
             let (engine, tenant, defaults) =
-                (self.memory.engine().clone(), tenant.to_string(), self.monitor.config.defaults.clone());
-            blocking(move || reports::run(&engine, &tenant, &defaults, &report)).await?
+                (self.memory.store().clone(), tenant.to_string(), self.monitor.config.defaults.clone());
+            blocking(move || reports::run(&*engine, &tenant, &defaults, &report)).await?
         };
         let ops = run.ops();
         self.write_keyed(tenant, Op::ReportRun, key, ops, move |out| Ok(run.to_json(Some(out.tx)))).await
@@ -227,8 +227,8 @@ impl Service {
             Some(n) => return Err(ServiceError::invalid(format!("limit must be within 1..={MAX_RUNS}, got {n}"))),
         };
         let report = self.find_report(tenant, raw_id).await?;
-        let (engine, tenant) = (self.memory.engine().clone(), tenant.to_string());
-        let all = blocking(move || reports::runs(&engine, &tenant, &report, limit as usize)).await?;
+        let (engine, tenant) = (self.memory.store().clone(), tenant.to_string());
+        let all = blocking(move || reports::runs(&*engine, &tenant, &report, limit as usize)).await?;
         Ok(all.iter().map(|r| r.to_json(None)).collect())
     }
 }

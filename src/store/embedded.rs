@@ -4,7 +4,9 @@
 use super::*;
 use std::path::Path;
 use std::sync::Arc;
-use tempora_storage::{Backend, Durability, Engine, EngineConfig};
+use tempora_storage::Backend;
+/// The engine itself, for what opens a store (the server, tools, tests).
+pub use tempora_storage::{Durability, Engine, EngineConfig};
 
 /// How to open the embedded store (`[storage]` settings, `docs/configuration.md`).
 #[derive(Debug, Clone)]

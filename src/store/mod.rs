@@ -23,7 +23,7 @@ pub use tempora_storage::{
     MAX_PREDICATE_BYTES, MAX_SOURCE_BYTES, MAX_SUBJECT_BYTES, MAX_VALUE_BYTES,
 };
 pub use tempora_storage::backup::BackupSummary;
-pub use tempora_storage::kv::CacheFill;
+pub use tempora_storage::kv::{CacheFill, CHECKPOINT_BYTES};
 
 /// The error of a store operation.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;

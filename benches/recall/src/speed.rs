@@ -154,7 +154,7 @@ pub fn run(facts: usize, queries: usize, dir: Option<PathBuf>) -> Result<()> {
 
     let rt = tokio::runtime::Runtime::new()?;
     let engine = Arc::new(Engine::open(EngineConfig::at(&dir))?);
-    let memory = Memory::new(Arc::clone(&engine));
+    let memory = Memory::new(Arc::clone(&engine) as Arc<dyn tempora::store::MemoryStore>);
     let started = Instant::now();
     let search = rt.block_on(async {
         let (search, handle) = Search::start(&dir, &memory, None)?;
@@ -211,7 +211,7 @@ pub fn run(facts: usize, queries: usize, dir: Option<PathBuf>) -> Result<()> {
             max_pages: context::DEFAULT_MAX_PAGES,
             ..Default::default()
         };
-        Ok(context::build(&engine, TENANT, &creq, recalled)?.facts.len())
+        Ok(context::build(&*engine, TENANT, &creq, recalled)?.facts.len())
     })?;
     measure("context build only (no goal)", n, |i| {
         let creq = context::ContextRequest {
@@ -220,7 +220,7 @@ pub fn run(facts: usize, queries: usize, dir: Option<PathBuf>) -> Result<()> {
             max_pages: context::DEFAULT_MAX_PAGES,
             ..Default::default()
         };
-        Ok(context::build(&engine, TENANT, &creq, vec![])?.facts.len())
+        Ok(context::build(&*engine, TENANT, &creq, vec![])?.facts.len())
     })?;
     measure("walk depth 2 (out)", n, |i| {
         let w = walk::WalkRequest {
@@ -231,7 +231,7 @@ pub fn run(facts: usize, queries: usize, dir: Option<PathBuf>) -> Result<()> {
             as_of: None,
             max_nodes: walk::DEFAULT_MAX_NODES,
         };
-        Ok(walk::walk(&engine, TENANT, &w)?.reached.len())
+        Ok(walk::walk(&*engine, TENANT, &w)?.reached.len())
     })?;
     measure("peer: engine query by subject", n, |i| {
         let q = FactQuery { subject: Some(persons[i % persons.len()].clone()), ..Default::default() };
