@@ -2,7 +2,7 @@
 //! steps and artifacts over the agent networks of `crate::agents`.
 //!
 //! A step is one chat turn of the task's network ([`step`], through
-//! `crate::neurosan::turn`); tasks, steps and artifact metadata are facts of
+//! `crate::service::chat::turn`); tasks, steps and artifact metadata are facts of
 //! the caller's tenant ([`store`]), so a task's history is data that can be
 //! read as of any time; artifact bytes live in the engine too, chunked
 //! ([`artifacts`]). Errors have the protocol's own shapes ([`error`]).

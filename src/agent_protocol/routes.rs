@@ -166,10 +166,10 @@ pub async fn create_task(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApError> {
     let req = parse_body(body)?;
-    if req.input.as_ref().is_some_and(|i| i.len() > crate::neurosan::turn::MAX_USER_TEXT) {
+    if req.input.as_ref().is_some_and(|i| i.len() > crate::service::chat::turn::MAX_USER_TEXT) {
         return Err(ApError::unprocessable(format!(
             "input is longer than {} bytes",
-            crate::neurosan::turn::MAX_USER_TEXT
+            crate::service::chat::turn::MAX_USER_TEXT
         )));
     }
     let agent = agent_of(&st, req.additional_input.as_ref())?;
@@ -216,10 +216,10 @@ pub async fn execute_step(
 ) -> Result<Json<Value>, ApError> {
     Reader::new(&st, &tenant).task(&task_id).await?;
     let req = parse_body(body)?;
-    if req.input.as_ref().is_some_and(|i| i.len() > crate::neurosan::turn::MAX_USER_TEXT) {
+    if req.input.as_ref().is_some_and(|i| i.len() > crate::service::chat::turn::MAX_USER_TEXT) {
         return Err(ApError::unprocessable(format!(
             "input is longer than {} bytes",
-            crate::neurosan::turn::MAX_USER_TEXT
+            crate::service::chat::turn::MAX_USER_TEXT
         )));
     }
     let work = tokio::spawn(async move { step::execute(&st, &tenant, &task_id, req).await });

@@ -436,7 +436,7 @@ fn memory_tool(tool: MemoryTool) -> AgentSpec {
 /// The description and arguments of the MCP tool of the same name, so both
 /// surfaces describe a tool the same way.
 fn mcp_tool(name: &str) -> (String, Value) {
-    let Some(def) = crate::mcp::schemas::tools().into_iter().find(|t| t.name == name) else {
+    let Some(def) = crate::service::tools::schemas::tools().into_iter().find(|t| t.name == name) else {
         return (String::new(), json!({"type": "object", "properties": {}}));
     };
     let mut input = def.input;

@@ -2,7 +2,8 @@
 //! connecting: the endpoint, its transport, auth, and the tools with their
 //! schemas (the same `tools/list` answers).
 
-use super::{schemas, server};
+use super::server;
+use crate::service::tools::schemas;
 use crate::http::AppState;
 use axum::extract::State;
 use axum::Json;

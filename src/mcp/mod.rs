@@ -4,17 +4,15 @@
 //! - [`transport`], the HTTP front (origin, auth, the transport rules real
 //!   clients rely on) around the `rmcp` server, which speaks JSON-RPC.
 //! - [`server`], the `rmcp` handler: `initialize`, `tools/list`, `tools/call`.
-//! - [`tools`], each tool translated to memory-layer calls.
-//! - [`schemas`], tool names, descriptions and input/output JSON Schemas.
+//! The tools themselves, with their names and JSON Schemas, are the
+//! service's (`service/tools/`).
 //! - [`manifest`], `/.well-known/mcp.json`.
 //!
-//! Like the REST handlers, the tools only translate: the rules live in the
-//! engine, the recall layer and the search index.
+//! Like the REST handlers, this surface only translates its wire to
+//! service calls.
 
 pub mod manifest;
-pub mod schemas;
 pub mod server;
-pub mod tools;
 pub mod transport;
 
 /// The path of the endpoint (routed in `crate::http::router`).

@@ -3,8 +3,8 @@
 //! (the transport is stateless); who is calling comes from the HTTP request
 //! parts that the transport front put in the request's extensions.
 
-use super::schemas::{self, ToolDef};
-use super::tools::{self, CallerInfo};
+use crate::service::tools::schemas::{self, ToolDef};
+use crate::service::tools::{self, CallerInfo};
 use crate::service::Service;
 use axum::http::request::Parts;
 use rmcp::model::{

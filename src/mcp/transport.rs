@@ -17,7 +17,7 @@
 //! Notifications are 202 with an empty body (`rmcp`).
 
 use super::server::Server;
-use super::tools::CallerInfo;
+use crate::service::tools::CallerInfo;
 use crate::http::error::ApiError;
 use crate::http::extract::{bearer, host, session_cookie};
 use crate::http::idempotency;

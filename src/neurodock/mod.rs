@@ -5,7 +5,6 @@
 pub mod framing;
 pub mod packets;
 pub mod session;
-pub mod tools;
 
 use crate::service::Service;
 use std::sync::Arc;

@@ -7,22 +7,29 @@
 //! Everything written goes through one writer task, in order.
 
 use super::framing::{self, Decoder, Item};
-use super::packets::{self, Packet, ToolSpec};
-use super::tools;
+use super::packets::{self, Packet};
+use crate::service::client_tools::{self as tools, ToolSpec};
 use crate::auth::{Principal, DEFAULT_TENANT};
 use crate::service::Service;
-use crate::memory::blocking;
-use crate::neurosan::turn;
-use crate::neurosan::wire::{ChatContext, ChatMessage, ChatRequest, MessageType};
+use crate::service::chat::turn;
+use crate::service::chat::wire::{ChatContext, ChatMessage, ChatRequest, MessageType};
 use futures_util::StreamExt;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
+
+/// Locks one of the sessions' shared maps. Nothing is awaited while a lock
+/// is held and every change is one map call, so a panic elsewhere cannot
+/// leave a map half-changed: a poisoned lock is taken as it is, where
+/// `unwrap` would make every later session panic too.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// Most tools one connection may register.
 pub const MAX_TOOLS_PER_CONNECTION: usize = 64;
@@ -51,11 +58,11 @@ impl Shared {
     }
 
     fn server_of(&self, tenant: &str, tool: &str) -> Option<(Arc<Conn>, ToolSpec)> {
-        self.servers.lock().unwrap().get(&(tenant.to_string(), tool.to_string())).cloned()
+        lock(&self.servers).get(&(tenant.to_string(), tool.to_string())).cloned()
     }
 
     fn forget(&self, conn: &Conn) {
-        self.servers.lock().unwrap().retain(|_, (c, _)| c.id != conn.id);
+        lock(&self.servers).retain(|_, (c, _)| c.id != conn.id);
     }
 }
 
@@ -80,11 +87,11 @@ impl Conn {
     async fn call(&self, spec: &ToolSpec, args: Map<String, Value>) -> Result<Value, (&'static str, String)> {
         let id = format!("call-{}", self.next_call.fetch_add(1, Ordering::Relaxed) + 1);
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap().insert(id.clone(), tx);
+        lock(&self.pending).insert(id.clone(), tx);
         self.send(&packets::packet(packets::TOOL_CALL, json!({"id": id, "tool": spec.name, "arguments": args}))).await;
         match tokio::time::timeout(Duration::from_millis(spec.timeout_ms), rx).await {
             Ok(Ok(Ok(v))) => {
-                if spec.response != "void" && !packets::is_of_type(&spec.response, &v) {
+                if spec.response != "void" && !tools::is_of_type(&spec.response, &v) {
                     return Err((
                         "ToolFailed",
                         format!("tool {} answered {v} where its response type is {}", spec.name, spec.response),
@@ -95,7 +102,7 @@ impl Conn {
             Ok(Ok(Err(e))) => Err(("ToolFailed", format!("tool {} failed: {e}", spec.name))),
             Ok(Err(_)) => Err(("ToolFailed", format!("the client serving tool {} went away", spec.name))),
             Err(_) => {
-                self.pending.lock().unwrap().remove(&id);
+                lock(&self.pending).remove(&id);
                 Err(("ToolTimeout", format!("tool {} did not answer within {} ms", spec.name, spec.timeout_ms)))
             }
         }
@@ -222,7 +229,7 @@ pub async fn handle(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Rec
     worker.abort();
     let _ = worker.await;
     // Calls this connection was to answer fail at once.
-    conn.pending.lock().unwrap().clear();
+    lock(&conn.pending).clear();
     drop(q_tx);
     drop(conn);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
@@ -275,7 +282,7 @@ async fn dispatch(
                 (Some(e), _) if !e.is_null() => Err(e.as_str().map_or_else(|| e.to_string(), String::from)),
                 (_, r) => Ok(r.cloned().unwrap_or(Value::Null)),
             };
-            let waiting = conn.pending.lock().unwrap().remove(&id);
+            let waiting = lock(&conn.pending).remove(&id);
             match waiting {
                 Some(tx) => {
                     let _ = tx.send(result);
@@ -338,28 +345,20 @@ async fn add_tool(
     tenant: &str,
     data: &Map<String, Value>,
 ) -> Result<ToolSpec, (&'static str, String)> {
-    let spec = packets::check_tool(data).map_err(|e| ("BadRequest", e))?;
+    let spec = tools::check_tool(data).map_err(|e| ("BadRequest", e))?;
     {
-        let mine = conn.tools.lock().unwrap();
+        let mine = lock(&conn.tools);
         if mine.len() >= MAX_TOOLS_PER_CONNECTION && !mine.contains_key(&spec.name) {
             return Err(("TooManyTools", format!("a connection registers at most {MAX_TOOLS_PER_CONNECTION} tools")));
         }
     }
-    let engine = Arc::clone(shared.st.memory.store());
-    let ops = {
-        let (tenant, spec) = (tenant.to_string(), spec.clone());
-        blocking(move || tools::register_ops(&*engine, &tenant, &spec)).await
-    }
-    .map_err(|e| ("Internal", format!("the tool could not be read: {e}")))?;
-    if !ops.is_empty() {
-        match shared.st.memory.write(tenant, ops, None).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(_)) => return Err(("Internal", "the tool could not be stored".into())),
-            Err(e) => return Err(("Internal", format!("the tool could not be stored: {e}"))),
-        }
-    }
-    conn.tools.lock().unwrap().insert(spec.name.clone(), spec.clone());
-    shared.servers.lock().unwrap().insert((tenant.to_string(), spec.name.clone()), (Arc::clone(conn), spec.clone()));
+    shared
+        .st
+        .register_client_tool(tenant, &spec)
+        .await
+        .map_err(|e| ("Internal", format!("the tool could not be stored: {e}")))?;
+    lock(&conn.tools).insert(spec.name.clone(), spec.clone());
+    lock(&shared.servers).insert((tenant.to_string(), spec.name.clone()), (Arc::clone(conn), spec.clone()));
     Ok(spec)
 }
 
@@ -430,7 +429,7 @@ async fn run_query(
     ctx: &mut Option<ChatContext>,
     stop: watch::Receiver<bool>,
 ) -> Result<Value, (&'static str, String)> {
-    let source = ctx.as_ref().and_then(conversation_id).map(|id| crate::neurosan::conversation::source(&id));
+    let source = ctx.as_ref().and_then(conversation_id).map(|id| crate::service::chat::conversation::source(&id));
     let mut results = Vec::new();
     for call in &q.tools {
         let result = call_tool(shared, conn, &q.tenant, call, source.as_deref()).await?;
@@ -474,15 +473,16 @@ async fn call_tool(
             .await
             .map_err(|e| ("ToolFailed", format!("tool {}: {e}", call.name)));
     }
-    let own = conn.tools.lock().unwrap().get(&call.name).cloned();
+    let own = lock(&conn.tools).get(&call.name).cloned();
     let (target, spec) = match own {
         Some(spec) => (Arc::clone(conn), spec),
         None => match shared.server_of(tenant, &call.name) {
             Some(found) => found,
             None => {
                 // A stored tool nobody serves now is called on this connection.
-                let (engine, t, n) = (Arc::clone(shared.st.memory.store()), tenant.to_string(), call.name.clone());
-                let spec = blocking(move || tools::load(&*engine, &t, &n))
+                let spec = shared
+                    .st
+                    .client_tool(tenant, &call.name)
                     .await
                     .map_err(|e| ("Internal", format!("tools could not be read: {e}")))?
                     .ok_or_else(|| ("UnknownTool", format!("no tool named {}", call.name)))?;
@@ -490,6 +490,6 @@ async fn call_tool(
             }
         },
     };
-    packets::check_args(&spec, &call.args).map_err(|e| ("BadRequest", e))?;
+    tools::check_args(&spec, &call.args).map_err(|e| ("BadRequest", e))?;
     target.call(&spec, call.args.clone()).await
 }

@@ -2,8 +2,8 @@
 //! (`deep/math_guy`), so `/api/v1/{*rest}` is split at its last segment:
 //! the verb. `streaming_chat` runs a [`turn`].
 
-use super::turn::{self, StartError};
-use super::wire::{ChatRequest, ChatResponse};
+use crate::service::chat::turn::{self, StartError};
+use crate::service::chat::wire::{ChatRequest, ChatResponse};
 use crate::http::error::ApiError;
 use crate::http::extract::{Caller, JsonBody, Object};
 use crate::http::AppState;

@@ -17,16 +17,8 @@
 //!   reflection on the gRPC listener; protobuf converted to and from
 //!   [`wire`], turns started with the same [`turn::start`].
 
-pub mod commands;
-pub mod conversation;
-pub mod emit;
-pub mod frontman;
 pub mod grpc;
 pub mod http;
-pub mod think;
-pub mod tools;
-pub mod turn;
-pub mod wire;
 
 /// neuro-san's OpenAPI document, served at `/api/v1/docs`.
 pub const SPEC: &str = include_str!("../../api/neuro-san.openapi.json");

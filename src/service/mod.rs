@@ -5,6 +5,8 @@
 //! maps once.
 
 pub mod changes;
+pub mod chat;
+pub mod client_tools;
 pub mod connectors;
 pub mod digest;
 pub mod error;
@@ -14,6 +16,7 @@ pub mod monitor;
 pub mod params;
 pub mod principal;
 pub mod recall;
+pub mod tools;
 
 pub use error::{Result, ServiceError};
 pub use idempotency::{Answer, IdempotencyKey};

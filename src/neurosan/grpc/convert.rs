@@ -1,5 +1,5 @@
 //! The protobuf messages to and from the serde types the rest of the agent
-//! server speaks: chat messages (`crate::neurosan::wire`) both ways, and the
+//! server speaks: chat messages (`crate::service::chat::wire`) both ways, and the
 //! registry's answers (list, function, connectivity) to protobuf.
 //!
 //! `wire` holds `MimeData.mime_bytes` as base64 text (the JSON mapping of
@@ -9,7 +9,7 @@ use super::pb;
 use super::structs::{from_struct, to_struct, to_struct_opt};
 use crate::agents::network::{AgentNetwork, ConnectivityInfo, FunctionSpec};
 use crate::agents::registry::NetworkInfo;
-use crate::neurosan::wire;
+use crate::service::chat::wire;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use base64::engine::DecodePaddingMode;
 use base64::Engine;

@@ -11,7 +11,7 @@
 //!
 //! The messages are the project's own protos (`proto/neuro_san/...`,
 //! compiled by `build.rs`). The answers are those of the HTTP routes, and a
-//! chat turn is the same [`crate::neurosan::turn`]. The caller is resolved
+//! chat turn is the same [`crate::service::chat::turn`]. The caller is resolved
 //! from the metadata exactly as over HTTP (`authorization: Bearer <key>`,
 //! `x-tempora-tenant` for admins); health and reflection need no key.
 

@@ -13,7 +13,7 @@ use crate::service::Service;
 
 /// The metadata an admin names the tenant of a call with (as the HTTP header).
 const TENANT_METADATA: &str = "x-tempora-tenant";
-use crate::neurosan::turn::{self, StartError};
+use crate::service::chat::turn::{self, StartError};
 use axum::http::{Request, Response};
 use futures_util::{FutureExt, Stream, StreamExt};
 use std::convert::Infallible;

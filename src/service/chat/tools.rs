@@ -8,7 +8,7 @@ use crate::agents::MemoryTool;
 use crate::auth::Principal;
 use crate::service::ServiceError;
 use crate::service::Service;
-use crate::mcp::tools::CallerInfo;
+use crate::service::tools::CallerInfo;
 use crate::memory::blocking;
 use serde_json::{json, Map, Value};
 use crate::store::Fact;
@@ -37,10 +37,10 @@ pub async fn run(
             if let (Some(s), false) = (source, args.contains_key("source")) {
                 args.insert("source".into(), json!(s));
             }
-            crate::mcp::tools::call(st, &caller, tool.name(), args).await
+            crate::service::tools::call(st, &caller, tool.name(), args).await
         }
         MemoryTool::Recall | MemoryTool::BuildContext | MemoryTool::WhatsChanged => {
-            crate::mcp::tools::call(st, &caller, tool.name(), args).await
+            crate::service::tools::call(st, &caller, tool.name(), args).await
         }
     }
 }

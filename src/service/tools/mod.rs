@@ -1,9 +1,12 @@
-//! The tools: each parses its arguments, resolves the namespace against the
-//! caller, and calls the memory layer (engine, recall, search) exactly as the
-//! matching REST route does. Errors are [`ServiceError`]s, which the server turns
-//! into tool results with `isError: true`.
+//! The memory tools (remember, recall, recall_as_of, whats_changed,
+//! build_context, explain_fact, digest), offered by MCP's `tools/call` and to
+//! the agents of the NeuroSan networks and NeuroDock: each parses its JSON
+//! arguments, resolves the namespace against the caller, and calls the
+//! service's operations exactly as the matching REST route does.
+//! [`schemas`] names and describes them.
 
-use super::schemas;
+pub mod schemas;
+
 use crate::auth::{Principal, DEFAULT_TENANT};
 use crate::service::ServiceError;
 use crate::json::{present, JsonInt};
