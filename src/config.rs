@@ -454,9 +454,9 @@ impl Config {
             .map(|s| crate::outbound::Policy::parse_net(s))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| anyhow::anyhow!("[outbound] allow (TEMPORA_OUTBOUND_ALLOW): {e}"))?;
-        let mcp_allowed_origins = match env(crate::mcp::transport::ORIGINS_ENV) {
-            Some(v) => crate::mcp::transport::parse_origins(&v),
-            None => crate::mcp::transport::parse_origins(&file_cfg.mcp.allowed_origins.unwrap_or_default().join(",")),
+        let mcp_allowed_origins = match env(crate::http::mcp::transport::ORIGINS_ENV) {
+            Some(v) => crate::http::mcp::transport::parse_origins(&v),
+            None => crate::http::mcp::transport::parse_origins(&file_cfg.mcp.allowed_origins.unwrap_or_default().join(",")),
         };
         let embeddings = crate::embed::EmbeddingsConfig::resolve(file_cfg.embeddings, env)?;
         let connectors = crate::connectors::config::ConnectorSettings::resolve(file_cfg.connectors.clone(), env)?;

@@ -4,7 +4,6 @@
 //! and one thin module per wire surface. The bitemporal engine itself is the
 //! `tempora-storage` crate.
 
-pub mod agent_protocol;
 pub mod agents;
 pub mod auth;
 pub mod backup;
@@ -13,14 +12,13 @@ pub mod config;
 pub mod connectors;
 pub mod digest;
 pub mod embed;
+pub mod grpc;
 pub mod heap;
 pub mod http;
 pub mod http_threads;
 pub mod json;
 pub mod llm;
-pub mod mcp;
 pub mod neurodock;
-pub mod neurosan;
 pub mod memory;
 pub mod metrics;
 pub mod monitor;

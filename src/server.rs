@@ -1,10 +1,8 @@
 //! Starting and stopping the service.
 
-use crate::auth::Auth;
 use crate::config::{Config, DurabilitySetting, Listen, StorageBackendSetting};
 use crate::http::{AppState, Shared};
-use crate::memory::Memory;
-use crate::service::{Parts, Service};
+use crate::service::Service;
 use crate::metrics::Metrics;
 use anyhow::{Context, Result};
 use std::future::Future;
@@ -33,73 +31,13 @@ pub fn open_store(cfg: &Config) -> Result<Arc<dyn MemoryStore>> {
 /// then drains in-flight requests, ends open streams, finishes queued writes,
 /// syncs and returns.
 pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
-    let engine = open_store(&cfg)?;
-    let (tx, at) = engine.last_tx();
-    let memory = Memory::new(Arc::clone(&engine));
+    let store = open_store(&cfg)?;
+    let (tx, at) = store.last_tx();
     let sse_subscribers = Arc::new(AtomicUsize::new(0));
     let (stop_tx, stop_rx) = watch::channel(false);
     let metrics = Arc::new(Metrics::new(Arc::clone(&sse_subscribers)));
-    let (mut search, indexer) = crate::search::Search::start(&cfg.data_dir, &memory, Some(metrics.indexer()))
-        .context("cannot open the search index")?;
-    // The embeddings endpoint is the operator's, but it is called under the
-    // same outbound policy as every other.
-    let llm = Arc::new(crate::llm::Client::new(cfg.outbound.clone()));
-    let embedder = match &cfg.embeddings {
-        None => {
-            tracing::info!("embeddings off (no [embeddings] base_url and model): search uses full text and the graph");
-            None
-        }
-        Some(e) => {
-            tracing::info!(
-                base_url = %e.base_url,
-                model = %e.model,
-                batch_size = e.batch_size,
-                key = if e.api_key.is_some() { "set" } else { "none" },
-                "embeddings on"
-            );
-            let (ranker, worker) = crate::embed::start(e, &memory, Arc::clone(&llm), Some(metrics.embedder()))
-                .context("cannot start the embedding worker")?;
-            search = search.with_ranker(ranker);
-            Some(worker)
-        }
-    };
-    let connectors = Arc::new(crate::connectors::schedule::Runtime::new(
-        cfg.outbound.clone(),
-        cfg.connectors.pull,
-        cfg.connectors.bounds,
-        cfg.connectors.min_every_secs,
-    ));
-    let scheduled = {
-        let (rt, engine) = (Arc::clone(&connectors), Arc::clone(&engine));
-        tokio::task::spawn_blocking(move || crate::connectors::schedule::load(&rt, &*engine))
-            .await?
-            .context("cannot read the connectors' schedules")?
-    };
-    if scheduled > 0 {
-        tracing::info!(connectors = scheduled, "scheduled pulls loaded");
-    }
-    let schedule_task =
-        tokio::spawn(crate::connectors::schedule::run(Arc::clone(&connectors), memory.clone(), stop_rx.clone()));
-    let agents = {
-        let dir = cfg.agents_dir.clone();
-        let (registry, report) = tokio::task::spawn_blocking(move || crate::agents::Registry::new(dir)).await?;
-        log_agents(&report);
-        registry
-    };
-    let hangup_task = tokio::spawn(reload_on_hangup(agents.clone(), stop_rx.clone()));
-    let service = Service::new(Parts {
-        agents,
-        memory_llm: cfg.memory_llm.clone().map(Arc::new),
-        connectors,
-        memory,
-        auth: Arc::new(Auth::new(&cfg.auth)),
-        limits: cfg.limits.clone(),
-        metrics,
-        search,
-        shutdown: stop_rx,
-        llm,
-        monitor: crate::monitor::Monitor::new(cfg.monitor.clone()),
-    });
+    let (service, background) = Service::start(&cfg, Arc::clone(&store), metrics, stop_rx.clone()).await?;
+    let hangup_task = tokio::spawn(reload_on_hangup(service.agents.clone(), stop_rx));
     let state = AppState::new(Shared {
         service: service.clone(),
         sse_subscribers,
@@ -137,10 +75,10 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     let tcp_local = tcp.as_ref().map(|l| l.local_addr()).transpose()?;
     tracing::info!(
         data_dir = %cfg.data_dir.display(),
-        format_found = engine.format_found(),
+        format_found = store.format_found(),
         last_tx = tx,
         last_recorded_at = at,
-        tenants = engine.tenants().len(),
+        tenants = store.tenants().len(),
         mode = if state.auth.is_open() { "open" } else { "keyed" },
         http = %http_local.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
         grpc = %grpc_local.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
@@ -158,9 +96,6 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         tracing::info!("tcp listening on {a}");
     }
 
-    // Alert evaluation and scheduled reports, every [monitor] interval_secs.
-    let monitor_task =
-        crate::monitor::scheduler::start(state.memory.clone(), state.monitor.clone(), stop_tx.subscribe());
     let server = http.map(|(listener, threads)| {
         let app = crate::http::router(state.clone());
         tokio::spawn(serve_http(listener, threads, app, state.limits.clone(), stop_tx.subscribe()))
@@ -171,7 +106,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         let stopping = async move {
             let _ = stop.wait_for(|stop| *stop).await;
         };
-        tokio::spawn(crate::neurosan::grpc::serve(listener, service.clone(), state.in_flight.clone(), stopping))
+        tokio::spawn(crate::grpc::serve(listener, service.clone(), state.in_flight.clone(), stopping))
     });
 
     let tcp_server =
@@ -205,23 +140,10 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
             Err(_) => tracing::warn!("tcp connections still open after 30 s; stopping anyway"),
         }
     }
-    if let Some(task) = monitor_task {
-        if let Err(e) = task.await {
-            tracing::error!(error = %e, "monitor task failed");
-        }
-    }
     drop(state);
-    let _ = schedule_task.await;
+    drop(service);
     let _ = hangup_task.await;
-    if let Some(worker) = embedder {
-        tracing::info!("stopping the embedding worker");
-        worker.stop().await;
-    }
-    tracing::info!("finishing the search index");
-    indexer.stop().await;
-    tracing::info!("finishing queued writes");
-    let closing = Arc::clone(&engine);
-    tokio::task::spawn_blocking(move || closing.close()).await?;
+    background.stop().await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -311,16 +233,6 @@ async fn serve_http(
     let _ = tokio::task::spawn_blocking(move || threads.stop()).await;
 }
 
-fn log_agents(report: &crate::agents::ReloadReport) {
-    for e in &report.errors {
-        tracing::error!(file = %e.file, error = %e.message, "agent network not loaded");
-    }
-    for w in &report.warnings {
-        tracing::warn!(warning = %w, "agent network");
-    }
-    tracing::info!(networks = ?report.loaded, "agent networks loaded");
-}
-
 /// SIGHUP reloads the agent networks (the files are read again and the new
 /// set swapped in whole; see `crate::agents::registry`).
 async fn reload_on_hangup(registry: crate::agents::Registry, mut stop: watch::Receiver<bool>) {
@@ -338,7 +250,7 @@ async fn reload_on_hangup(registry: crate::agents::Registry, mut stop: watch::Re
             }
             let r = registry.clone();
             match tokio::task::spawn_blocking(move || r.reload()).await {
-                Ok(report) => log_agents(&report),
+                Ok(report) => report.log(),
                 Err(e) => tracing::error!(error = %e, "reloading the agent networks failed"),
             }
         }

@@ -1,7 +1,7 @@
-//! The MCP endpoint (`tempora::mcp::transport::handle`): one raw request
+//! The MCP endpoint (`tempora::http::mcp::transport::handle`): one raw request
 //! body, as `POST /mcp` with `Content-Type: application/json`, through the
 //! transport's checks, `rmcp`'s JSON-RPC handling and the tool calls into a
-//! real memory layer (engine, search index) on a temporary directory opened
+//! real service (store, search index) on a temporary directory opened
 //! once. The answer must always be one JSON body.
 #![no_main]
 
@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, OnceLock};
 use tempora::config::{Config, DurabilitySetting, Overrides};
 use tempora::http::{AppState, Shared};
-use tempora::mcp::transport::{handle, Endpoint};
+use tempora::http::mcp::transport::{handle, Endpoint};
 
 /// Held by the static for the life of the process (statics are never
 /// dropped, so the temporary directory stays behind; it is small).
@@ -21,7 +21,7 @@ struct World {
     rt: tokio::runtime::Runtime,
     endpoint: Endpoint,
     max_body: usize,
-    _indexer: tempora::search::IndexerHandle,
+    _background: tempora::service::Background,
     _stop: tokio::sync::watch::Sender<bool>,
     _dir: tempfile::TempDir,
 }
@@ -38,37 +38,22 @@ fn world() -> &'static World {
             ..Overrides::default()
         };
         let cfg = Config::load(None, &|_| None, flags).expect("the default configuration");
-        let (endpoint, indexer, stop_tx) = rt.block_on(async {
-            let engine = tempora::server::open_engine(&cfg).expect("the engine opens");
-            let memory = tempora::memory::Memory::new(engine);
+        let (endpoint, background, stop_tx) = rt.block_on(async {
+            let store = tempora::server::open_store(&cfg).expect("the store opens");
             let sse = Arc::new(AtomicUsize::new(0));
             let metrics = Arc::new(tempora::metrics::Metrics::new(Arc::clone(&sse)));
-            let (search, indexer) = tempora::search::Search::start(&cfg.data_dir, &memory, None).expect("search");
             let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+            let (service, background) =
+                tempora::service::Service::start(&cfg, store, metrics, stop_rx).await.expect("the service starts");
             let state = AppState::new(Shared {
-                agents: tempora::agents::Registry::builtin_only(),
-                memory_llm: None,
-                connectors: Arc::new(tempora::connectors::schedule::Runtime::new(
-                    cfg.outbound.clone(),
-                    cfg.connectors.pull,
-                    cfg.connectors.bounds,
-                    cfg.connectors.min_every_secs,
-                )),
-                memory,
-                auth: Arc::new(tempora::auth::Auth::new(&cfg.auth)),
-                limits: cfg.limits.clone(),
-                metrics,
-                search,
+                service,
                 sse_subscribers: sse,
                 in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_in_flight)),
-                shutdown: stop_rx,
-                llm: Arc::new(tempora::llm::Client::new(cfg.outbound.clone())),
                 mcp_allowed_origins: Arc::new(Vec::new()),
-                monitor: tempora::monitor::Monitor::new(cfg.monitor.clone()),
             });
-            (Endpoint::new(state), indexer, stop_tx)
+            (Endpoint::new(state), background, stop_tx)
         });
-        World { rt, endpoint, max_body: cfg.limits.max_body_bytes, _indexer: indexer, _stop: stop_tx, _dir: dir }
+        World { rt, endpoint, max_body: cfg.limits.max_body_bytes, _background: background, _stop: stop_tx, _dir: dir }
     })
 }
 

@@ -1,6 +1,6 @@
 //! Agent Protocol artifact uploads: the multipart body of
 //! `POST /ap/v1/agent/tasks/{task_id}/artifacts`, through
-//! `tempora::agent_protocol::artifacts::parse_upload`: the handler's own
+//! `tempora::http::agent_protocol::upload::parse_upload`: the handler's own
 //! `Multipart` extraction and `read_upload` (fields, file name and relative
 //! path checks, chunking, the size limit).
 //!
@@ -10,7 +10,8 @@
 use axum::body::Bytes;
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
-use tempora::agent_protocol::artifacts::{self, CHUNK};
+use tempora::http::agent_protocol::upload as artifacts;
+use tempora::service::tasks::artifacts::CHUNK;
 
 /// Small, so that the limit is reached by inputs the fuzzer can write.
 const MAX: usize = 4096;

@@ -1,6 +1,6 @@
 //! NeuroDock packet decoding on the TCP stream (`tempora::neurodock::framing::Decoder`),
 //! raw and gzip, then the packet checks the session applies
-//! (`packets::parse`, `packets::check_tool`, `packets::check_args`,
+//! (`packets::parse`, `client_tools::check_tool`, `client_tools::check_args`,
 //! `packets::compose`).
 //!
 //! The first input byte picks how the rest is sent: as it is, or as the
@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use std::io::Write;
 use tempora::neurodock::framing::{Decoder, Item};
 use tempora::neurodock::packets;
+use tempora::service::client_tools;
 
 fn gzip(content: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -44,9 +45,9 @@ fn session_checks(value: Value) {
     let Ok(p) = packets::parse(value) else { return };
     match p.kind.as_str() {
         packets::ADD_TOOL => {
-            if let Ok(spec) = packets::check_tool(&p.data) {
+            if let Ok(spec) = client_tools::check_tool(&p.data) {
                 let args = p.data.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
-                let _ = packets::check_args(&spec, &args);
+                let _ = client_tools::check_args(&spec, &args);
             }
         }
         _ => {

@@ -50,6 +50,19 @@ pub struct ReloadReport {
     pub warnings: Vec<String>,
 }
 
+impl ReloadReport {
+    /// Logs what loaded, what did not and why.
+    pub fn log(&self) {
+        for e in &self.errors {
+            tracing::error!(file = %e.file, error = %e.message, "agent network not loaded");
+        }
+        for w in &self.warnings {
+            tracing::warn!(warning = %w, "agent network");
+        }
+        tracing::info!(networks = ?self.loaded, "agent networks loaded");
+    }
+}
+
 /// One entry of `/list`: the shape of neuro-san's `AgentInfo`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NetworkInfo {

@@ -3,6 +3,7 @@
 //! only translate between the wire and the memory layer; the rules live in
 //! the engine.
 
+pub mod agent_protocol;
 pub mod connectors;
 pub mod alerts;
 pub mod backup;
@@ -12,6 +13,8 @@ pub mod error;
 pub mod extract;
 pub mod facts;
 pub mod idempotency;
+pub mod mcp;
+pub mod neurosan;
 pub mod openapi;
 pub mod ops;
 pub mod query;
@@ -25,7 +28,7 @@ pub mod stream;
 pub use routing::{delete, get, post, put, Routes};
 
 use crate::auth::Principal;
-use crate::mcp::transport as mcp;
+use mcp::transport as mcp_transport;
 use crate::service::Service;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
@@ -93,7 +96,7 @@ pub fn route_table() -> Vec<(Method, &'static str)> {
 /// The routes of [`router`], each routed once, through [`Routes`], which
 /// keeps the table. With no MCP endpoint (only the table is wanted) `/mcp`
 /// is in the table but has no handlers.
-fn routes(mcp_endpoint: Option<mcp::Endpoint>) -> Routes<AppState> {
+fn routes(mcp_endpoint: Option<mcp_transport::Endpoint>) -> Routes<AppState> {
     Routes::new()
         .route("/api/health", get(ops::health))
         .route("/api/stats", get(ops::stats))
@@ -113,9 +116,9 @@ fn routes(mcp_endpoint: Option<mcp::Endpoint>) -> Routes<AppState> {
         .route("/api/connectors/{name}/pull", post(connectors::pull))
         .route("/api/search", get(search::search_get).post(search::search_post))
         .route("/api/session", post(session::login).delete(session::logout))
-        .route("/api/v1/list", get(crate::neurosan::http::list))
-        .route("/api/v1/docs", get(crate::neurosan::http::docs))
-        .route("/api/v1/{*rest}", get(crate::neurosan::http::agent_get).post(crate::neurosan::http::agent_post))
+        .route("/api/v1/list", get(crate::http::neurosan::list))
+        .route("/api/v1/docs", get(crate::http::neurosan::docs))
+        .route("/api/v1/{*rest}", get(crate::http::neurosan::agent_get).post(crate::http::neurosan::agent_post))
         .route("/api/stream", get(stream::stream))
         // Monitoring: alerts and reports (docs/monitoring.md).
         .route("/api/alerts", get(alerts::list))
@@ -135,26 +138,26 @@ fn routes(mcp_endpoint: Option<mcp::Endpoint>) -> Routes<AppState> {
         // MCP: every method goes to its front (GET and others answer 405 there).
         .route(
             "/mcp",
-            post(mcp::handle)
-                .get(mcp::handle)
-                .delete(mcp::handle)
-                .fallback(mcp::handle)
+            post(mcp_transport::handle)
+                .get(mcp_transport::handle)
+                .delete(mcp_transport::handle)
+                .fallback(mcp_transport::handle)
                 .with_state_if(mcp_endpoint),
         )
-        .route("/.well-known/mcp.json", get(crate::mcp::manifest::serve))
+        .route("/.well-known/mcp.json", get(crate::http::mcp::manifest::serve))
         // The operator console (docs/console.md): one page and its embedded assets.
         .route("/", get(console::root))
         .route("/console", get(console::page))
         .route("/console/", get(console::slash))
         .route("/console/{file}", get(console::asset))
         // The Agent Protocol (docs/agent-protocol.md).
-        .merge(crate::agent_protocol::router())
+        .merge(crate::http::agent_protocol::router())
 }
 
 /// The whole HTTP application, without a socket (tests can call it directly).
 pub fn router(state: AppState) -> Router {
     let limits = state.limits.clone();
-    routes(Some(mcp::Endpoint::new(state.clone())))
+    routes(Some(mcp_transport::Endpoint::new(state.clone())))
         .into_router()
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

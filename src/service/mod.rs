@@ -16,10 +16,13 @@ pub mod monitor;
 pub mod params;
 pub mod principal;
 pub mod recall;
+pub mod start;
+pub mod tasks;
 pub mod tools;
 
 pub use error::{Result, ServiceError};
 pub use idempotency::{Answer, IdempotencyKey};
+pub use start::{Background, StartError};
 
 /// A failed search, as the service's error.
 pub fn search_error(e: anyhow::Error) -> ServiceError {

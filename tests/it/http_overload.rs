@@ -138,8 +138,8 @@ async fn requests_beyond_max_in_flight_get_503_at_once_on_every_route() {
 /// once), and gRPC is served again once they finish.
 #[tokio::test(flavor = "multi_thread")]
 async fn http_and_grpc_share_the_request_limit() {
-    use tempora::neurosan::grpc::pb::concierge::{ConciergeRequest, ConciergeResponse};
-    use tempora::neurosan::grpc::routing::CONCIERGE_LIST as LIST;
+    use tempora::grpc::pb::concierge::{ConciergeRequest, ConciergeResponse};
+    use tempora::grpc::routing::CONCIERGE_LIST as LIST;
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start_with_grpc(&tmp.path().join("data"), &[("TEMPORA_MAX_IN_FLIGHT", "2")]);
     let api = Api::new(&server, None);

@@ -16,8 +16,8 @@ use crate::common::*;
 use serde_json::{json, Map, Value};
 use std::path::Path;
 use std::time::Duration;
-use tempora::neurosan::grpc::pb;
-use tempora::neurosan::grpc::structs::from_struct;
+use tempora::grpc::pb;
+use tempora::grpc::structs::from_struct;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 

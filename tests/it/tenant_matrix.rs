@@ -681,45 +681,10 @@ async fn with_host_binding_a_key_on_another_tenants_host_is_nobody() {
     server.stop_ok();
 }
 
-/// The routes the router declares: `(METHOD, path)` read from the source of
-/// `src/http/mod.rs` and `src/agent_protocol/mod.rs`.
+/// The routes the router declares, `(METHOD, path)`, from its own table
+/// (`tempora::http::route_table`, the one the router is built from).
 fn declared_routes() -> BTreeSet<(String, String)> {
-    let mut out = BTreeSet::new();
-    for src in [include_str!("../../src/http/mod.rs"), include_str!("../../src/agent_protocol/mod.rs")] {
-        let mut rest = src;
-        while let Some(i) = rest.find(".route(") {
-            rest = &rest[i + ".route(".len()..];
-            let q1 = rest.find('"').unwrap();
-            let q2 = q1 + 1 + rest[q1 + 1..].find('"').unwrap();
-            let path = rest[q1 + 1..q2].to_string();
-            let mut depth = 1;
-            let mut end = rest.len();
-            for (k, ch) in rest.char_indices() {
-                match ch {
-                    '(' => depth += 1,
-                    ')' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            end = k;
-                            break;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            let expr = &rest[q2 + 1..end];
-            for m in ["get", "post", "put", "delete", "patch"] {
-                let call = format!("{m}(");
-                let found = expr.match_indices(&call).any(|(at, _)| {
-                    at == 0 || !expr[..at].chars().last().is_some_and(|c| c.is_alphanumeric() || c == '_')
-                });
-                if found {
-                    out.insert((m.to_uppercase(), path.clone()));
-                }
-            }
-        }
-    }
-    out
+    tempora::http::route_table().into_iter().map(|(m, p)| (m.to_string(), p.to_string())).collect()
 }
 
 #[tokio::test]
@@ -776,7 +741,7 @@ async fn every_route_has_a_matrix_row() {
 mod grpc {
     use super::*;
     use crate::common::grpc::{channel, streaming};
-    use tempora::neurosan::grpc::pb;
+    use tempora::grpc::pb;
     use tonic::transport::Channel;
     use tonic::{Code, Status};
 

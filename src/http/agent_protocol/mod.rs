@@ -7,11 +7,9 @@
 //! read as of any time; artifact bytes live in the engine too, chunked
 //! ([`artifacts`]). Errors have the protocol's own shapes ([`error`]).
 
-pub mod artifacts;
 pub mod error;
 pub mod routes;
-pub mod step;
-pub mod store;
+pub mod upload;
 
 use crate::http::{get, AppState, Routes};
 

@@ -48,7 +48,10 @@ impl From<ServiceError> for ApError {
     /// not found (or not the caller's) the protocol's 404.
     fn from(e: ServiceError) -> ApError {
         let status = match &e {
-            ServiceError::NotFound(_) => return ApError::hidden(),
+            // The plain "not found" of a wrong key or another tenant's id
+            // discloses nothing; a named miss keeps its message.
+            ServiceError::NotFound(m) if m == "not found" => return ApError::hidden(),
+            ServiceError::NotFound(_) => StatusCode::NOT_FOUND,
             ServiceError::Invalid(_) | ServiceError::Conflict(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ServiceError::FailedPrecondition(_) => StatusCode::CONFLICT,
             ServiceError::Unauthorized => StatusCode::UNAUTHORIZED,

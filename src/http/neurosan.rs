@@ -2,6 +2,9 @@
 //! (`deep/math_guy`), so `/api/v1/{*rest}` is split at its last segment:
 //! the verb. `streaming_chat` runs a [`turn`].
 
+/// neuro-san's OpenAPI document, served at `/api/v1/docs`.
+pub const SPEC: &str = include_str!("../../api/neuro-san.openapi.json");
+
 use crate::service::chat::turn::{self, StartError};
 use crate::service::chat::wire::{ChatRequest, ChatResponse};
 use crate::http::error::ApiError;
@@ -22,7 +25,7 @@ pub async fn list(State(st): State<AppState>, _caller: Caller) -> Json<Value> {
 
 /// `GET /api/v1/docs`: the API's OpenAPI document.
 pub async fn docs() -> Response {
-    ([(CONTENT_TYPE, "application/json")], super::SPEC).into_response()
+    ([(CONTENT_TYPE, "application/json")], SPEC).into_response()
 }
 
 /// `GET /api/v1/{agent}/function` and `GET /api/v1/{agent}/connectivity`.

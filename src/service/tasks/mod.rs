@@ -24,7 +24,11 @@
 //! status change supersedes the older status: the task's history is the
 //! subject's history, and any moment of it can be read with `as_of`.
 
-use super::error::ApError;
+pub mod artifacts;
+pub mod step;
+
+use super::error::ServiceError;
+use super::Service;
 use crate::memory::blocking;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -74,11 +78,11 @@ impl Facts {
     }
 }
 
-pub async fn write(st: &crate::service::Service, tenant: &str, facts: Facts) -> Result<(), ApError> {
+pub async fn write(st: &crate::service::Service, tenant: &str, facts: Facts) -> Result<(), ServiceError> {
     if facts.ops.is_empty() {
         return Ok(());
     }
-    st.memory.write(tenant, facts.ops, None).await?.map_err(|_| ApError::internal())?;
+    st.write(tenant, facts.ops).await?;
     Ok(())
 }
 
@@ -262,6 +266,58 @@ fn read_step(engine: &dyn MemoryStore, tenant: &str, id: &str) -> EngineResult<O
     }))
 }
 
+/// The network a new task runs on: `additional_input.agent`, or `memory`.
+fn agent_of(st: &Service, extra: Option<&Map<String, Value>>) -> Result<String, ServiceError> {
+    if let Some(steps) = extra.and_then(|e| e.get("steps")) {
+        if !matches!(steps.as_str(), Some("lines" | "whole")) {
+            return Err(ServiceError::invalid(format!(
+                "additional_input.steps must be \"lines\" or \"whole\", got {steps}"
+            )));
+        }
+    }
+    let agent = match extra.and_then(|e| e.get("agent")) {
+        None | Some(Value::Null) => "memory".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => {
+            return Err(ServiceError::invalid(format!("additional_input.agent must be a string, got {other}")))
+        }
+    };
+    if st.agents.get(&agent).is_none() {
+        return Err(ServiceError::invalid(format!("no agent network named {agent:?}")));
+    }
+    Ok(agent)
+}
+
+impl crate::service::Service {
+    /// Creates a task on the network `additional_input.agent` names (by
+    /// default `memory`), with its input as the plan of its steps.
+    pub async fn create_task(&self, tenant: &str, req: step::StepRequest) -> Result<Task, ServiceError> {
+        if req.input.as_ref().is_some_and(|i| i.len() > crate::service::chat::turn::MAX_USER_TEXT) {
+            return Err(ServiceError::invalid(format!(
+                "input is longer than {} bytes",
+                crate::service::chat::turn::MAX_USER_TEXT
+            )));
+        }
+        let agent = agent_of(self, req.additional_input.as_ref())?;
+        let id = new_id();
+        let subject = task_subject(&id);
+        let mut facts = Facts::of_task(&id);
+        facts
+            .set(&subject, "task.agent", json!(agent))
+            .set(&subject, "task.input", json!(req.input))
+            .set(&subject, "task.additional_input", object_or_null(req.additional_input.as_ref()))
+            .set(&subject, "task.status", json!("created"));
+        write(self, tenant, facts).await?;
+        Reader::new(self, tenant).task(&id).await
+    }
+}
+
+/// The Agent Protocol's answer for an id that is not there (or not the
+/// caller's): it names what was looked for.
+fn not_found(what: &str, id: &str) -> ServiceError {
+    ServiceError::NotFound(format!("Unable to find {what} with the provided id: {id}"))
+}
+
 /// Reads run on the blocking pool.
 pub struct Reader {
     engine: Arc<dyn MemoryStore>,
@@ -286,46 +342,46 @@ impl Reader {
     async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(&dyn MemoryStore, &str) -> EngineResult<T> + Send + 'static,
-    ) -> Result<T, ApError> {
+    ) -> Result<T, ServiceError> {
         let (engine, tenant) = (self.engine.clone(), self.tenant.clone());
         Ok(blocking(move || f(&*engine, &tenant)).await?)
     }
 
-    pub async fn task(&self, id: &str) -> Result<Task, ApError> {
+    pub async fn task(&self, id: &str) -> Result<Task, ServiceError> {
         if !valid_id(id) {
-            return Err(ApError::not_found("task", id));
+            return Err(not_found("task", id));
         }
         let owned = id.to_string();
-        self.run(move |e, t| read_task(e, t, &owned)).await?.ok_or_else(|| ApError::not_found("task", id))
+        self.run(move |e, t| read_task(e, t, &owned)).await?.ok_or_else(|| not_found("task", id))
     }
 
     /// A step of `task_id` (another task's step is not found).
-    pub async fn step(&self, task_id: &str, id: &str) -> Result<Step, ApError> {
+    pub async fn step(&self, task_id: &str, id: &str) -> Result<Step, ServiceError> {
         if !valid_id(id) {
-            return Err(ApError::not_found("step", id));
+            return Err(not_found("step", id));
         }
         let owned = id.to_string();
         match self.run(move |e, t| read_step(e, t, &owned)).await? {
             Some(s) if s.task_id == task_id => Ok(s),
-            _ => Err(ApError::not_found("step", id)),
+            _ => Err(not_found("step", id)),
         }
     }
 
     /// An artifact of `task_id` (another task's artifact is not found).
-    pub async fn artifact(&self, task_id: &str, id: &str) -> Result<Artifact, ApError> {
+    pub async fn artifact(&self, task_id: &str, id: &str) -> Result<Artifact, ServiceError> {
         if !valid_id(id) {
-            return Err(ApError::not_found("artifact", id));
+            return Err(not_found("artifact", id));
         }
         let owned = id.to_string();
         let found =
             self.run(move |e, t| Ok(artifact_from(owned.clone(), &current(e, t, &artifact_subject(&owned))?))).await?;
         match found {
             Some(a) if a.task_id == task_id => Ok(a),
-            _ => Err(ApError::not_found("artifact", id)),
+            _ => Err(not_found("artifact", id)),
         }
     }
 
-    pub async fn tasks(&self, skip: usize, take: usize) -> Result<Page<Task>, ApError> {
+    pub async fn tasks(&self, skip: usize, take: usize) -> Result<Page<Task>, ServiceError> {
         self.run(move |e, t| {
             let all = all_with(e, t, "task.agent", None)?;
             let mut items = Vec::new();
@@ -337,7 +393,7 @@ impl Reader {
         .await
     }
 
-    pub async fn steps(&self, task_id: &str, skip: usize, take: usize) -> Result<Page<Step>, ApError> {
+    pub async fn steps(&self, task_id: &str, skip: usize, take: usize) -> Result<Page<Step>, ServiceError> {
         let task = task_subject(task_id);
         self.run(move |e, t| {
             let all = all_with(e, t, "step.task", Some(json!(task)))?;
@@ -351,12 +407,12 @@ impl Reader {
     }
 
     /// How many steps the task has.
-    pub async fn step_count(&self, task_id: &str) -> Result<usize, ApError> {
+    pub async fn step_count(&self, task_id: &str) -> Result<usize, ServiceError> {
         let task = task_subject(task_id);
         self.run(move |e, t| Ok(all_with(e, t, "step.task", Some(json!(task)))?.len())).await
     }
 
-    pub async fn artifacts(&self, task_id: &str, skip: usize, take: usize) -> Result<Page<Artifact>, ApError> {
+    pub async fn artifacts(&self, task_id: &str, skip: usize, take: usize) -> Result<Page<Artifact>, ServiceError> {
         let task = task_subject(task_id);
         self.run(move |e, t| {
             let all = artifacts_of(e, t, "artifact.task", &task)?;

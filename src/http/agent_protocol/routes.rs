@@ -2,10 +2,10 @@
 //! differ (no body, GETs with bodies, `page`/`pageSize`), answers always
 //! carrying every field the protocol names.
 
-use super::artifacts;
 use super::error::ApError;
-use super::step::{self, StepRequest};
-use super::store::{self, Facts, Page, Reader};
+use super::upload;
+use crate::service::tasks::step::{self, StepRequest};
+use crate::service::tasks::{self as store, artifacts, Page, Reader};
 use crate::http::AppState;
 use axum::body::Bytes;
 use axum::extract::multipart::MultipartRejection;
@@ -16,7 +16,7 @@ use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 pub const DEFAULT_PAGE_SIZE: usize = 10;
 pub const MAX_PAGE_SIZE: usize = 100;
@@ -137,28 +137,6 @@ fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<StepRequest, ApErro
     Ok(StepRequest { input, additional_input })
 }
 
-/// The network a new task runs on: `additional_input.agent`, or `memory`.
-fn agent_of(st: &AppState, extra: Option<&Map<String, Value>>) -> Result<String, ApError> {
-    if let Some(steps) = extra.and_then(|e| e.get("steps")) {
-        if !matches!(steps.as_str(), Some("lines" | "whole")) {
-            return Err(ApError::unprocessable(format!(
-                "additional_input.steps must be \"lines\" or \"whole\", got {steps}"
-            )));
-        }
-    }
-    let agent = match extra.and_then(|e| e.get("agent")) {
-        None | Some(Value::Null) => "memory".to_string(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => {
-            return Err(ApError::unprocessable(format!("additional_input.agent must be a string, got {other}")))
-        }
-    };
-    if st.agents.get(&agent).is_none() {
-        return Err(ApError::unprocessable(format!("no agent network named {agent:?}")));
-    }
-    Ok(agent)
-}
-
 /// `POST /ap/v1/agent/tasks`.
 pub async fn create_task(
     State(st): State<AppState>,
@@ -166,23 +144,7 @@ pub async fn create_task(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApError> {
     let req = parse_body(body)?;
-    if req.input.as_ref().is_some_and(|i| i.len() > crate::service::chat::turn::MAX_USER_TEXT) {
-        return Err(ApError::unprocessable(format!(
-            "input is longer than {} bytes",
-            crate::service::chat::turn::MAX_USER_TEXT
-        )));
-    }
-    let agent = agent_of(&st, req.additional_input.as_ref())?;
-    let id = store::new_id();
-    let subject = store::task_subject(&id);
-    let mut facts = Facts::of_task(&id);
-    facts
-        .set(&subject, "task.agent", json!(agent))
-        .set(&subject, "task.input", json!(req.input))
-        .set(&subject, "task.additional_input", store::object_or_null(req.additional_input.as_ref()))
-        .set(&subject, "task.status", json!("created"));
-    store::write(&st, &tenant, facts).await?;
-    let task = Reader::new(&st, &tenant).task(&id).await?;
+    let task = st.service.create_task(&tenant, req).await?;
     Ok(Json(task.json()))
 }
 
@@ -276,7 +238,7 @@ pub async fn upload_artifact(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Json<Value>, ApError> {
     Reader::new(&st, &tenant).task(&task_id).await?;
-    let multipart = multipart.map_err(artifacts::multipart_rejected)?;
+    let multipart = multipart.map_err(upload::multipart_rejected)?;
     let relative_path = q
         .as_deref()
         .unwrap_or("")
@@ -284,8 +246,8 @@ pub async fn upload_artifact(
         .filter_map(|kv| kv.split_once('='))
         .find(|(k, _)| *k == "relative_path")
         .map(|(_, v)| crate::http::extract::percent_decode(v));
-    let upload = artifacts::read_upload(multipart, relative_path, artifacts::max_bytes(&st)).await?;
-    let artifacts::Upload { file_name, chunks, relative_path } = upload;
+    let upload = upload::read_upload(multipart, relative_path, artifacts::max_bytes(&st)).await?;
+    let upload::Upload { file_name, chunks, relative_path } = upload;
     let a = artifacts::create(&st, &tenant, &task_id, None, file_name, relative_path, chunks).await?;
     Ok(Json(a.json()))
 }
@@ -300,11 +262,11 @@ pub async fn download_artifact(
     let reader = Reader::new(&st, &tenant);
     reader.task(&task_id).await?;
     let a = reader.artifact(&task_id, &artifact_id).await?;
-    let body = artifacts::download(&st, &tenant, &a);
+    let body = upload::download(&st, &tenant, &a);
     Ok((
         [
             (CONTENT_TYPE, "application/octet-stream".to_string()),
-            (CONTENT_DISPOSITION, artifacts::content_disposition(&a.file_name)),
+            (CONTENT_DISPOSITION, upload::content_disposition(&a.file_name)),
             (CONTENT_LENGTH, a.size.to_string()),
         ],
         body,

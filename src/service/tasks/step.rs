@@ -21,8 +21,8 @@
 //!   created, attached to the step and the task.
 
 use super::artifacts;
-use super::error::ApError;
-use super::store::{self, Facts, Reader, Step, Task};
+use crate::service::ServiceError;
+use super::{self as store, Facts, Reader, Step, Task};
 use crate::service::Service;
 use crate::memory::blocking;
 use crate::service::chat::turn::{self, StartError};
@@ -75,7 +75,7 @@ enum Action {
 }
 
 /// Runs the next step of `task_id` and returns it, completed.
-pub async fn execute(st: &Service, tenant: &str, task_id: &str, req: StepRequest) -> Result<Step, ApError> {
+pub async fn execute(st: &Service, tenant: &str, task_id: &str, req: StepRequest) -> Result<Step, ServiceError> {
     let lock = lock_of(tenant, task_id);
     let _held = lock.lock().await;
     let reader = Reader::new(st, tenant);
@@ -190,7 +190,7 @@ pub const INTERRUPTED: &str = "Interrupted: the server stopped while this step r
 /// the task's lock, no step of this process runs, so a `running` step is
 /// one whose process died. Its plan line was not used up (`task.lines_run`
 /// moves only when a step completes), so the next step runs it again.
-async fn close_interrupted(st: &Service, reader: &Reader, task_id: &str) -> Result<(), ApError> {
+async fn close_interrupted(st: &Service, reader: &Reader, task_id: &str) -> Result<(), ServiceError> {
     let steps = reader.steps(task_id, 0, usize::MAX).await?.items;
     let stale: Vec<&Step> = steps.iter().filter(|s| s.status == "running").collect();
     if stale.is_empty() {
@@ -210,24 +210,24 @@ async fn close_interrupted(st: &Service, reader: &Reader, task_id: &str) -> Resu
 }
 
 /// `additional_input.save_as` (and its `relative_path`), checked.
-fn save_as(extra: Option<&Map<String, Value>>) -> Result<Option<(String, Option<String>)>, ApError> {
+fn save_as(extra: Option<&Map<String, Value>>) -> Result<Option<(String, Option<String>)>, ServiceError> {
     let Some(extra) = extra else { return Ok(None) };
     let name = match extra.get("save_as") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::String(s)) => artifacts::check_file_name(s)?,
-        Some(_) => return Err(ApError::unprocessable("additional_input.save_as must be a file name (a string)")),
+        Some(_) => return Err(ServiceError::invalid("additional_input.save_as must be a file name (a string)")),
     };
     let path = match extra.get("relative_path") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => artifacts::check_relative_path(s)?,
-        Some(_) => return Err(ApError::unprocessable("additional_input.relative_path must be a string")),
+        Some(_) => return Err(ServiceError::invalid("additional_input.relative_path must be a string")),
     };
     Ok(Some((name, path)))
 }
 
 /// One turn of the task's network, continuing the task's conversation:
 /// the answer, and the error when the turn failed.
-async fn run_turn(st: &Service, tenant: &str, task: &Task, text: String) -> Result<(String, Option<String>), ApError> {
+async fn run_turn(st: &Service, tenant: &str, task: &Task, text: String) -> Result<(String, Option<String>), ServiceError> {
     let engine = st.memory.store().clone();
     let key = artifacts::context_key(tenant, &task.id);
     let stored = blocking({
@@ -247,7 +247,7 @@ async fn run_turn(st: &Service, tenant: &str, task: &Task, text: String) -> Resu
             let why = format!("the task's agent network {a:?} is not served any more");
             return Ok((format!("Error: {why}"), Some(why)));
         }
-        Err(StartError::BadRequest(m)) => return Err(ApError::unprocessable(m)),
+        Err(StartError::BadRequest(m)) => return Err(ServiceError::invalid(m)),
     };
     let last = turn.until(st.shutdown.clone()).fold(None, |_, r| async move { Some(r) }).await;
     let Some(last) = last else {
@@ -259,7 +259,7 @@ async fn run_turn(st: &Service, tenant: &str, task: &Task, text: String) -> Resu
         m.structure.as_ref().and_then(|s| s.get("error")).map(|e| e.as_str().map_or(e.to_string(), String::from));
     if error.is_none() {
         if let Some(ctx) = &m.chat_context {
-            let bytes = serde_json::to_vec(ctx).map_err(|_| ApError::internal())?;
+            let bytes = serde_json::to_vec(ctx).map_err(|_| ServiceError::Internal)?;
             blocking(move || engine.aux_put(&key, &bytes)).await?;
         }
     }
