@@ -26,9 +26,6 @@ impl ApiError {
     pub fn schema(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "SchemaInvalid", message)
     }
-    pub fn unauthorized() -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "Unauthorized", "invalid key")
-    }
     pub fn too_large(message: impl Into<String>) -> Self {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", message)
     }

@@ -5,7 +5,7 @@
 use super::error::ApiError;
 use super::extract::{JsonBody, Object, SESSION_COOKIE};
 use super::AppState;
-use crate::auth::{Principal, Scope};
+use crate::service::principal::Scope;
 use axum::extract::State;
 use axum::http::header::{HOST, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue};
@@ -29,13 +29,13 @@ pub async fn login(
         .get("x-forwarded-proto")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("https"));
-    if st.auth.is_open() {
-        return Ok(Json(json!({"scope": Scope::Open.as_str(), "tenant": crate::auth::DEFAULT_TENANT})).into_response());
+    let session = st.service.sign_in(&key, host_header.as_deref())?;
+    if session.scope == Scope::Open {
+        return Ok(Json(json!({"scope": Scope::Open.as_str(), "tenant": session.tenant})).into_response());
     }
-    let principal = st.auth.check_key(&key, host_header.as_deref()).ok_or_else(ApiError::unauthorized)?;
-    let body = match &principal {
-        Principal::Tenant(t) => json!({"scope": Scope::Tenant.as_str(), "tenant": t}),
-        Principal::Admin => json!({"scope": Scope::Admin.as_str()}),
+    let body = match &session.tenant {
+        Some(t) => json!({"scope": session.scope.as_str(), "tenant": t}),
+        None => json!({"scope": session.scope.as_str()}),
     };
     if key.chars().any(|c| c.is_control() || c == ';' || c == ',' || c.is_whitespace()) {
         return Err(ApiError::schema("this key cannot be carried in a cookie; send it as a bearer token"));

@@ -9,7 +9,7 @@
 use super::framing::{self, Decoder, Item};
 use super::packets::{self, Packet};
 use crate::service::client_tools::{self as tools, ToolSpec};
-use crate::auth::{Principal, DEFAULT_TENANT};
+use crate::service::principal::{Credentials, DEFAULT_TENANT};
 use crate::service::Service;
 use crate::service::chat::turn;
 use crate::service::chat::wire::{ChatContext, ChatMessage, ChatRequest, MessageType};
@@ -152,7 +152,7 @@ pub async fn handle(shared: Arc<Shared>, stream: TcpStream, mut stop: watch::Rec
         next_call: AtomicU64::new(0),
         tools: Mutex::new(HashMap::new()),
     });
-    let mut tenant: Option<String> = shared.st.auth.is_open().then(|| DEFAULT_TENANT.to_string());
+    let mut tenant: Option<String> = shared.st.is_open().then(|| DEFAULT_TENANT.to_string());
     let (q_tx, q_rx) = mpsc::channel::<Query>(MAX_QUEUED_QUERIES);
     let worker = tokio::spawn(run_queries(Arc::clone(&shared), Arc::clone(&conn), q_rx, stop.clone()));
     let mut decoder = Decoder::default();
@@ -310,7 +310,7 @@ async fn dispatch(
 async fn auth(shared: &Shared, conn: &Conn, tenant: &mut Option<String>, p: Packet) -> Flow {
     let about = Some(packets::AUTH);
     if let Some(t) = tenant.as_ref() {
-        if shared.st.auth.is_open() {
+        if shared.st.is_open() {
             conn.send(&packets::packet(packets::AUTH_OK, json!({"tenant": t}))).await;
         } else {
             conn.send(&packets::error("BadRequest", "already authenticated", about)).await;
@@ -318,14 +318,10 @@ async fn auth(shared: &Shared, conn: &Conn, tenant: &mut Option<String>, p: Pack
         return Flow::Go;
     }
     let key = p.data.get("key").and_then(Value::as_str).unwrap_or_default();
-    let resolved = match shared.st.auth.check_key(key, None) {
-        Some(Principal::Tenant(t)) => Some(t),
-        // An admin token names the tenant it acts for.
-        Some(Principal::Admin) => {
-            p.data.get("tenant").and_then(Value::as_str).filter(|t| shared.st.auth.knows_tenant(t)).map(String::from)
-        }
-        None => None,
-    };
+    // An admin token names the tenant it acts for.
+    let named = p.data.get("tenant").and_then(Value::as_str);
+    let credentials = Credentials { bearer: Some(key), tenant: named, ..Default::default() };
+    let resolved = shared.st.authenticate(&credentials).ok().and_then(|caller| caller.tenant);
     match resolved {
         Some(t) => {
             conn.send(&packets::packet(packets::AUTH_OK, json!({"tenant": t}))).await;

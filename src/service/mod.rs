@@ -13,6 +13,7 @@ pub mod error;
 pub mod facts;
 pub mod idempotency;
 pub mod monitor;
+pub mod ops;
 pub mod params;
 pub mod principal;
 pub mod recall;

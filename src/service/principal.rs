@@ -5,7 +5,7 @@
 
 use super::error::{Result, ServiceError};
 use super::Service;
-use crate::auth::Principal;
+pub use crate::auth::{Principal, Scope, DEFAULT_TENANT};
 
 /// What a request presents. Each wire fills in what it has.
 #[derive(Debug, Clone, Copy, Default)]
@@ -51,7 +51,39 @@ pub fn bearer_token(authorization: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
+/// What signing in with a key gives the console: its scope, and the
+/// tenant for a tenant key (or open mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub scope: Scope,
+    pub tenant: Option<String>,
+}
+
 impl Service {
+    /// Checks a key a person signs in with (the console). In open mode any
+    /// key will do; a wrong key is `Unauthorized`, since saying so discloses
+    /// nothing the person did not type.
+    pub fn sign_in(&self, key: &str, host: Option<&str>) -> Result<Session> {
+        if self.auth.is_open() {
+            return Ok(Session { scope: Scope::Open, tenant: Some(DEFAULT_TENANT.to_string()) });
+        }
+        match self.auth.check_key(key, host).ok_or(ServiceError::Unauthorized)? {
+            Principal::Tenant(t) => Ok(Session { scope: Scope::Tenant, tenant: Some(t) }),
+            Principal::Admin => Ok(Session { scope: Scope::Admin, tenant: None }),
+        }
+    }
+
+    /// Whether the server runs in open mode (no keys: one tenant, `default`).
+    pub fn is_open(&self) -> bool {
+        self.auth.is_open()
+    }
+
+    /// Whether `tenant` is one a caller may name: a configured tenant (in
+    /// open mode, the default one).
+    pub fn knows_tenant(&self, tenant: &str) -> bool {
+        self.auth.knows_tenant(tenant)
+    }
+
     /// Resolves what a caller presents. A missing or wrong key, and an admin
     /// naming a tenant that is not configured, are all the plain
     /// "not found": the answer never says what exists.

@@ -19,7 +19,7 @@
 use super::server::Server;
 use crate::service::tools::CallerInfo;
 use crate::http::error::ApiError;
-use crate::http::extract::{bearer, host, session_cookie};
+use crate::http::extract::{credentials, host};
 use crate::http::idempotency;
 use crate::http::AppState;
 use axum::body::{Body, Bytes};
@@ -117,8 +117,10 @@ pub async fn handle(State(ep): State<Endpoint>, req: Request) -> Response {
                 .into_response();
         }
     }
-    let Some(principal) = ep.state.auth.resolve(bearer(&parts), session_cookie(&parts), host(&parts)) else {
-        return ApiError::not_found().into_response();
+    // The namespace a tool names is resolved per call (`service/tools/`).
+    let principal = match ep.state.service.authenticate(&credentials(&parts, None)) {
+        Ok(caller) => caller.principal,
+        Err(_) => return ApiError::not_found().into_response(),
     };
     match parts.method {
         Method::POST => {}

@@ -68,7 +68,7 @@ pub fn tenant(st: &Service, principal: &Principal, namespace: Option<&str>) -> R
         Principal::Tenant(own) => match namespace {
             None => Ok(own.clone()),
             Some(n) if n == own => Ok(own.clone()),
-            Some(n) if st.auth.is_open() => Err(ServiceError::NotFound(format!(
+            Some(n) if st.is_open() => Err(ServiceError::NotFound(format!(
                 "namespace {n:?} not found: in open mode the only namespace is {DEFAULT_TENANT:?}"
             ))),
             Some(n) => Err(ServiceError::NotFound(format!(
@@ -77,7 +77,7 @@ pub fn tenant(st: &Service, principal: &Principal, namespace: Option<&str>) -> R
         },
         Principal::Admin => match namespace {
             None => Err(ServiceError::invalid("an admin token must name the namespace (argument namespace)")),
-            Some(n) if st.auth.knows_tenant(n) => Ok(n.to_string()),
+            Some(n) if st.knows_tenant(n) => Ok(n.to_string()),
             Some(n) => Err(ServiceError::NotFound(format!("namespace {n:?} not found"))),
         },
     }
