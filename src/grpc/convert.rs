@@ -7,8 +7,7 @@
 
 use super::pb;
 use super::structs::{from_struct, to_struct, to_struct_opt};
-use crate::agents::network::{AgentNetwork, ConnectivityInfo, FunctionSpec};
-use crate::agents::registry::NetworkInfo;
+use crate::service::chat::{AgentNetwork, ConnectivityInfo, FunctionSpec, NetworkInfo};
 use crate::service::chat::wire;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use base64::engine::DecodePaddingMode;

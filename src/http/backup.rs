@@ -8,11 +8,11 @@ use super::extract::Caller;
 use super::AppState;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use std::io::Write;
 use std::time::Duration;
-use crate::store::{EngineError, StorageError};
+use crate::service::ServiceError;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 
@@ -28,14 +28,13 @@ pub async fn backup(State(st): State<AppState>, caller: Caller) -> Result<Respon
         // A tenant key learns nothing about a route it may not use.
         return Err(ApiError::not_found());
     }
-    let (tx, mut rx) = mpsc::channel::<Result<Bytes, EngineError>>(4);
+    let (tx, mut rx) = mpsc::channel::<Result<Bytes, ServiceError>>(4);
     let service = st.service.clone();
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         let started = std::time::Instant::now();
         let mut out = ChannelWriter { tx: tx.clone(), buf: Vec::with_capacity(CHUNK), runtime: runtime.clone() };
-        let made = service.backup(&mut out).and_then(|s| out.flush().map_err(|e| StorageError::Io(e).into()).map(|()| s));
-        match made {
+        match service.backup(&mut out) {
             Ok(s) => tracing::info!(
                 records = s.records,
                 bytes = s.bytes,
@@ -56,7 +55,6 @@ pub async fn backup(State(st): State<AppState>, caller: Caller) -> Result<Respon
     // of records), so a backup that cannot start says why.
     let first = match rx.recv().await {
         Some(Ok(chunk)) => chunk,
-        Some(Err(EngineError::Conflict(m))) => return Err(ApiError::new(StatusCode::CONFLICT, "Conflict", m)),
         Some(Err(e)) => return Err(e.into()),
         None => return Err(ApiError::internal()),
     };
@@ -80,7 +78,7 @@ fn now_secs() -> i64 {
 /// A `Write` that hands full chunks to the response body, waiting at most
 /// [`STALL`] for the client to take each.
 struct ChannelWriter {
-    tx: mpsc::Sender<Result<Bytes, EngineError>>,
+    tx: mpsc::Sender<Result<Bytes, ServiceError>>,
     buf: Vec<u8>,
     runtime: tokio::runtime::Handle,
 }

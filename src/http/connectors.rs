@@ -5,7 +5,7 @@ use super::error::ApiError;
 use super::extract::{Caller, JsonBody, Object};
 use super::idempotency::{self, IdempotencyKey};
 use super::AppState;
-use crate::connectors::records::Framing;
+use crate::service::model::Framing;
 use crate::service::connectors::{NewConnector, Records, Started};
 use axum::body::Body;
 use axum::extract::{Path, State};

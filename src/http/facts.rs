@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use crate::store::{Cardinality, Fact, FactId, FactInput, FactQuery, Millis, Tx, DEFAULT_PAGE, MAX_PAGE};
+use crate::service::model::{Cardinality, Fact, FactId, FactInput, FactQuery, Millis, Tx, DEFAULT_PAGE, MAX_PAGE};
 
 /// The HTTP form of a fact to assert. Unlike the engine's input it ignores
 /// unknown fields (the spec allows them), including any `tenant`: the tenant

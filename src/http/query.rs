@@ -6,7 +6,7 @@ use super::extract::percent_decode;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use crate::service::params::ReadParams;
-use crate::store::{AsOf, Status, StatusFilter, StatusSet};
+use crate::service::model::{AsOf, Status, StatusFilter, StatusSet};
 
 #[derive(Debug, Default, Clone)]
 pub struct QueryPairs(pub Vec<(String, String)>);

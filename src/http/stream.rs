@@ -27,7 +27,7 @@ use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use crate::store::{Change, ChangeEvent, Tx};
+use crate::service::model::{Change, ChangeEvent, Tx};
 
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
 

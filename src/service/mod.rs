@@ -12,6 +12,7 @@ pub mod digest;
 pub mod error;
 pub mod facts;
 pub mod idempotency;
+pub mod model;
 pub mod monitor;
 pub mod ops;
 pub mod params;

@@ -102,9 +102,16 @@ impl Service {
         self.auth.is_open() || caller.is_some_and(Caller::is_admin)
     }
 
-    /// Writes a consistent backup of the whole store to `out`; blocks until
-    /// it is written (run it off the async threads).
-    pub fn backup(&self, out: &mut dyn std::io::Write) -> crate::store::Result<BackupSummary> {
-        self.memory.store().backup(out)
+    /// Writes a consistent backup of the whole store to `out` and flushes
+    /// it; blocks until it is written (run it off the async threads). One
+    /// backup runs at a time: another is `FailedPrecondition`.
+    pub fn backup(&self, out: &mut dyn std::io::Write) -> Result<BackupSummary> {
+        let made = self.memory.store().backup(out).and_then(|s| {
+            out.flush().map_err(|e| crate::store::StorageError::Io(e).into()).map(|()| s)
+        });
+        made.map_err(|e| match e {
+            crate::store::EngineError::Conflict(m) => ServiceError::FailedPrecondition(m),
+            other => ServiceError::from(other),
+        })
     }
 }

@@ -12,7 +12,7 @@ use crate::recall::ask::AskResponse;
 use crate::recall::context::{ContextPacket, ContextRequest};
 use crate::recall::graph::{Graph, GraphRequest};
 use crate::recall::walk::{WalkRequest, WalkResult};
-use crate::recall::{ask, context, graph, walk};
+pub use crate::recall::{ask, context, graph, walk};
 use crate::search::rank::Fused;
 use crate::search::{SearchRequest, SearchResult, DEFAULT_TOP_K, FRESHNESS_WAIT, MAX_SEEDS, MAX_TOP_K};
 use crate::store::Fact;

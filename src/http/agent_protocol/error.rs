@@ -65,9 +65,3 @@ impl From<ServiceError> for ApError {
         ApError::new(status, e.message())
     }
 }
-
-impl From<crate::store::EngineError> for ApError {
-    fn from(e: crate::store::EngineError) -> ApError {
-        ServiceError::from(e).into()
-    }
-}

@@ -13,6 +13,9 @@
 //! - [`commands`]: the grammar of the model-free `memory` front man.
 //! - [`tools`]: the `memory` network's tools, run for a tenant.
 
+/// The agent networks chats run on, as the NeuroSan API describes them.
+pub use crate::agents::{AgentNetwork, ConnectivityInfo, FunctionSpec, NetworkInfo};
+
 pub mod commands;
 pub mod conversation;
 pub mod emit;
