@@ -6,7 +6,8 @@
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
-use tempora_storage::backup::{self, BackupSummary};
+use crate::store::embedded::{backup, Engine, EngineConfig};
+use crate::store::BackupSummary;
 
 /// Downloads a backup from the server at `base` (e.g. `http://127.0.0.1:8080`)
 /// into `out`. `key` is an admin token (keyed mode).
@@ -46,7 +47,7 @@ pub fn offline(data_dir: &Path, out: &Path) -> Result<BackupSummary> {
     if !data_dir.exists() {
         bail!("data directory {} does not exist", data_dir.display());
     }
-    let engine = tempora_storage::Engine::open(tempora_storage::EngineConfig::at(data_dir)).map_err(|e| {
+    let engine = Engine::open(EngineConfig::at(data_dir)).map_err(|e| {
         if e.to_string().contains("in use") {
             anyhow::anyhow!(
                 "data directory {} is in use by a running server: back it up through the server instead \
@@ -97,7 +98,7 @@ pub fn restore(from: &Path, data_dir: &Path) -> Result<BackupSummary> {
     let summary = backup::restore(&mut f, data_dir).with_context(|| format!("restore of {} failed", from.display()))?;
     // Open it once: runs any format migration now rather than at first serve,
     // and proves the store opens.
-    let engine = tempora_storage::Engine::open(tempora_storage::EngineConfig::at(data_dir))
+    let engine = Engine::open(EngineConfig::at(data_dir))
         .with_context(|| format!("the restored store in {} does not open", data_dir.display()))?;
     engine.close();
     Ok(summary)

@@ -251,6 +251,16 @@ impl Default for Limits {
 
 /// Below this, checkpoints come so often that each costs more per write
 /// than it saves (docs/performance.md measured 2 MiB against 8 MiB).
+/// Extra origins allowed to call `/mcp` (comma-separated, e.g.
+/// `https://app.example.com,http://localhost:3000`); overrides the file's
+/// `[mcp] allowed_origins`.
+pub const MCP_ORIGINS_ENV: &str = "TEMPORA_MCP_ALLOWED_ORIGINS";
+
+/// Origins as `/mcp` compares them: lower case, no trailing `/`.
+pub fn parse_origins(v: &str) -> Vec<String> {
+    v.split(',').map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase()).filter(|o| !o.is_empty()).collect()
+}
+
 const MIN_CHECKPOINT_BYTES: u64 = 1 << 20;
 /// Above this, the writes waiting for a checkpoint would hold gigabytes of
 /// memory and take minutes to replay after a crash.
@@ -454,9 +464,9 @@ impl Config {
             .map(|s| crate::outbound::Policy::parse_net(s))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| anyhow::anyhow!("[outbound] allow (TEMPORA_OUTBOUND_ALLOW): {e}"))?;
-        let mcp_allowed_origins = match env(crate::http::mcp::transport::ORIGINS_ENV) {
-            Some(v) => crate::http::mcp::transport::parse_origins(&v),
-            None => crate::http::mcp::transport::parse_origins(&file_cfg.mcp.allowed_origins.unwrap_or_default().join(",")),
+        let mcp_allowed_origins = match env(MCP_ORIGINS_ENV) {
+            Some(v) => parse_origins(&v),
+            None => parse_origins(&file_cfg.mcp.allowed_origins.unwrap_or_default().join(",")),
         };
         let embeddings = crate::embed::EmbeddingsConfig::resolve(file_cfg.embeddings, env)?;
         let connectors = crate::connectors::config::ConnectorSettings::resolve(file_cfg.connectors.clone(), env)?;

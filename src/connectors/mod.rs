@@ -154,7 +154,7 @@ impl Connector {
         }
         let label = label.map(|l| l.trim().to_string()).filter(|l| !l.is_empty());
         if let Some(u) = &url {
-            pull::check_url_syntax(u)?;
+            check_url_syntax(u)?;
         }
         if kind == "pull" && url.is_none() {
             return Err("a pull connector needs a url".into());
@@ -313,4 +313,38 @@ pub fn live_values(engine: &dyn MemoryStore, tenant: &str, subject: &str, predic
         ..Default::default()
     };
     Ok(engine.query(tenant, &q)?.facts.into_iter().filter(|f| f.valid_until.is_none()).collect())
+}
+
+/// Checks what can be checked of a URL without the network: a URL with an
+/// http or https scheme and a host, without credentials (the URL is stored
+/// in history, where a password must not go).
+pub fn check_url_syntax(u: &str) -> Result<reqwest::Url, String> {
+    // The shape first, as /openapi.json states it (a lenient parser would
+    // quietly trim or re-encode what this refuses).
+    let rest = u.strip_prefix("https://").or_else(|| u.strip_prefix("http://"));
+    let Some(rest) = rest else {
+        let scheme = u.split(':').next().unwrap_or_default();
+        return Err(format!("url must be http or https (lower case), got {scheme:?}"));
+    };
+    if u.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("url must not contain whitespace or control characters".into());
+    }
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty() {
+        return Err("url has no host".into());
+    }
+    if authority.contains('@') {
+        return Err("url must not carry credentials: they would be kept in the connector's history".into());
+    }
+    let url: reqwest::Url = u.parse().map_err(|e| format!("url {u:?} is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("url must be http or https, got {}", url.scheme()));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("url has no host".into());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("url must not carry credentials: they would be kept in the connector's history".into());
+    }
+    Ok(url)
 }

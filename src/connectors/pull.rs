@@ -100,40 +100,6 @@ pub fn record_pull(engine: &dyn crate::store::MemoryStore, tenant: &str, name: &
     }
 }
 
-/// Checks what can be checked of a URL without the network: a URL with an
-/// http or https scheme and a host, without credentials (the URL is stored
-/// in history, where a password must not go).
-pub fn check_url_syntax(u: &str) -> Result<reqwest::Url, String> {
-    // The shape first, as /openapi.json states it (a lenient parser would
-    // quietly trim or re-encode what this refuses).
-    let rest = u.strip_prefix("https://").or_else(|| u.strip_prefix("http://"));
-    let Some(rest) = rest else {
-        let scheme = u.split(':').next().unwrap_or_default();
-        return Err(format!("url must be http or https (lower case), got {scheme:?}"));
-    };
-    if u.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("url must not contain whitespace or control characters".into());
-    }
-    let authority = rest.split('/').next().unwrap_or_default();
-    if authority.is_empty() {
-        return Err("url has no host".into());
-    }
-    if authority.contains('@') {
-        return Err("url must not carry credentials: they would be kept in the connector's history".into());
-    }
-    let url: reqwest::Url = u.parse().map_err(|e| format!("url {u:?} is not a URL: {e}"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("url must be http or https, got {}", url.scheme()));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err("url has no host".into());
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err("url must not carry credentials: they would be kept in the connector's history".into());
-    }
-    Ok(url)
-}
-
 /// The framing of a pulled body by its content type (`None`: CSV);
 /// `Err` for types that are not records.
 fn framing(content_type: &str) -> Result<Option<Framing>, String> {
@@ -169,7 +135,7 @@ fn pinned_client(
 
 /// Follows the URL (and its redirects, each checked) to a successful answer.
 async fn open(policy: &Policy, url: &str, s: &PullSettings) -> Result<reqwest::Response, PullError> {
-    let mut url = check_url_syntax(url).map_err(PullError::Refused)?;
+    let mut url = super::check_url_syntax(url).map_err(PullError::Refused)?;
     for hop in 0..=s.max_redirects {
         // Resolution gets the connect timeout too: a resolver that does not
         // answer must not hold the pull to its whole deadline.
@@ -196,7 +162,7 @@ async fn open(policy: &Policy, url: &str, s: &PullSettings) -> Result<reqwest::R
                 .and_then(|l| l.to_str().ok())
                 .ok_or_else(|| PullError::Upstream(format!("HTTP {status} without a Location")))?;
             let next = url.join(location).map_err(|e| PullError::Upstream(format!("redirect to a bad URL: {e}")))?;
-            check_url_syntax(next.as_str())
+            super::check_url_syntax(next.as_str())
                 .map_err(|m| PullError::Refused(format!("redirect {} refused: {m}", hop + 1)))?;
             url = next;
             continue;
@@ -275,7 +241,7 @@ mod tests {
 
     #[test]
     fn urls_are_checked_before_any_connection() {
-        assert!(check_url_syntax("https://example.com/export.jsonl").is_ok());
+        assert!(super::super::check_url_syntax("https://example.com/export.jsonl").is_ok());
         for (u, why) in [
             ("ftp://example.com/x", "http or https"),
             ("file:///etc/passwd", "http or https"),
@@ -286,7 +252,7 @@ mod tests {
             ("https:///path", "no host"),
             ("gopher://127.0.0.1:6379/_INFO", "http or https"),
         ] {
-            let err = check_url_syntax(u).unwrap_err();
+            let err = super::super::check_url_syntax(u).unwrap_err();
             assert!(err.contains(why), "{u}: {err}");
         }
     }

@@ -237,10 +237,14 @@ mod tests {
     use super::*;
 
     fn fact(subject: &str, object: &str) -> Fact {
-        let e = crate::store::embedded::temporary();
-        let mut input = FactInput::new(subject, "p", object).source("hr").valid_from(1_000);
-        input.properties = Some(json!({"note": "x", "n": [1, 2]}).as_object().unwrap().clone());
-        e.assert("t", input).unwrap().fact
+        serde_json::from_value(json!({
+            "id": uuid::Uuid::now_v7(), "tenant": "t", "subject": subject, "predicate": "p", "object": object,
+            "confidence": 1.0, "source": "hr", "properties": {"note": "x", "n": [1, 2]},
+            "valid_from": 1_000, "valid_until": null, "recorded_at": 5, "tx": 1, "status": "active",
+            "created_tx": 1, "created_at": 5, "supersedes": [], "superseded_by": null,
+            "continues": null, "continued_by": []
+        }))
+        .expect("a fact")
     }
 
     /// The reply written from the assertion is the fact's JSON with the two

@@ -32,7 +32,7 @@ pub const KEY: &str = "alert.key";
 pub const MESSAGE: &str = "alert.message";
 pub const VALUE: &str = "alert.value";
 pub const LIMIT: &str = "alert.limit";
-pub const FIRED_AT: &str = "alert.fired_at";
+pub use super::facts::FIRED_AT;
 pub const ACKED_AT: &str = "alert.acked_at";
 pub const RESOLVED_AT: &str = "alert.resolved_at";
 
@@ -193,7 +193,7 @@ pub struct ScanState {
 
 /// Predicates written exactly once per monitor subject: counting them
 /// counts the subjects.
-const CREATING: [&str; 4] = [FIRED_AT, super::reports::CREATED_AT, super::reports::RAN_AT, super::rules::OVERRIDES];
+const CREATING: [&str; 4] = [FIRED_AT, super::facts::CREATED_AT, super::facts::RAN_AT, super::facts::OVERRIDES];
 
 impl ScanState {
     /// The tenant's stats without the monitor's own facts.

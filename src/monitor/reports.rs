@@ -21,10 +21,10 @@ use uuid::Uuid;
 pub const NAME: &str = "report.name";
 pub const BLOCKS: &str = "report.blocks";
 pub const SCHEDULE: &str = "report.schedule";
-pub const CREATED_AT: &str = "report.created_at";
+pub use super::facts::CREATED_AT;
 pub const LAST_RUN: &str = "report.last_run";
 pub const RUN_REPORT: &str = "run.report";
-pub const RAN_AT: &str = "run.ran_at";
+pub use super::facts::RAN_AT;
 pub const OUTPUT: &str = "run.output";
 pub const MARKDOWN: &str = "run.markdown";
 pub const TRUNCATED: &str = "run.truncated";
@@ -34,9 +34,7 @@ pub const MAX_NAME: usize = 200;
 pub const MAX_TEXT: usize = 256;
 
 /// Not blank, no control characters, at most `max` characters.
-pub fn name_ok(s: &str, max: usize) -> bool {
-    !s.trim().is_empty() && !s.chars().any(char::is_control) && s.chars().count() <= max
-}
+pub use super::facts::name_ok;
 pub const MAX_BLOCKS: usize = 20;
 pub const MAX_LIMIT: i64 = 1000;
 /// Stored size budgets, under the engine's 256 KiB per value.

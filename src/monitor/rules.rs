@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use crate::store::{MemoryStore, EngineError, WriteOp};
 
-pub const OVERRIDES: &str = "alert_rules.overrides";
+pub use super::facts::OVERRIDES;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -98,7 +98,7 @@ impl Rules {
             return Err(format!("freshness.ttl_ms names at most {MAX_TTL_PREDICATES} predicates"));
         }
         for (p, ttl) in &self.freshness.ttl_ms {
-            if !super::reports::name_ok(p, MAX_PREDICATE_CHARS) {
+            if !super::facts::name_ok(p, MAX_PREDICATE_CHARS) {
                 return Err(format!(
                     "freshness.ttl_ms: {p:?} is not a predicate name (not blank, no control characters, at most {MAX_PREDICATE_CHARS} characters)"
                 ));

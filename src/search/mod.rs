@@ -15,8 +15,11 @@
 pub mod indexer;
 pub mod query;
 pub mod rank;
+pub mod request;
 pub mod schema;
 pub mod tokenize;
+
+pub use request::SearchRequest;
 
 pub use indexer::{index_dir, rebuild, IndexerMetrics, Rebuilt};
 pub use rank::{Candidate, RankContext, RankedList, Ranker};
@@ -39,21 +42,6 @@ pub const MAX_TOP_K: usize = 100;
 pub const MAX_SEEDS: usize = 16;
 /// How long a search waits for the index to reach the writes before it.
 pub const FRESHNESS_WAIT: Duration = Duration::from_secs(2);
-
-/// A search, validated.
-#[derive(Debug, Clone, Default)]
-pub struct SearchRequest {
-    pub question: String,
-    pub top_k: usize,
-    /// Record time (unix ms): search what was known then.
-    pub as_of: Option<i64>,
-    /// Entities whose facts, and their neighbours' facts, get a proximity
-    /// boost.
-    pub seeds: Vec<String>,
-    pub subject: Option<String>,
-    pub predicate: Option<String>,
-    pub include_candidates: bool,
-}
 
 /// Why one result matched.
 #[derive(Debug, Clone, Serialize)]

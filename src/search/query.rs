@@ -4,7 +4,7 @@
 use super::indexer::IndexState;
 use super::rank::{Candidate, RankContext, RankedList, Ranker};
 use super::schema::{fact_texts, DocKind, Fields};
-use super::SearchRequest;
+use super::request::SearchRequest;
 use anyhow::Context;
 use std::collections::HashSet;
 use std::ops::Bound;

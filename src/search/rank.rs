@@ -8,7 +8,7 @@
 //! own scores, so a further list (an embedding similarity list) plugs in as
 //! one more `Ranker` without retuning the others.
 
-use super::SearchRequest;
+use super::request::SearchRequest;
 use std::collections::{BTreeMap, HashMap};
 use crate::store::{MemoryStore, Fact, FactId};
 

@@ -159,7 +159,7 @@ impl Service {
         // A URL that names a refused address is refused now; names are only
         // resolved when pulled (DNS may change, and may not be reachable here).
         if let Some(u) = &r.url {
-            let url = pull::check_url_syntax(u).map_err(ServiceError::invalid)?;
+            let url = connectors::check_url_syntax(u).map_err(ServiceError::invalid)?;
             let host = url.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
             if host.parse::<std::net::IpAddr>().is_ok() {
                 // An address literal: checking it resolves nothing.

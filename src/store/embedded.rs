@@ -7,6 +7,8 @@ use std::sync::Arc;
 use tempora_storage::Backend;
 /// The engine itself, for what opens a store (the server, tools, tests).
 pub use tempora_storage::{Durability, Engine, EngineConfig};
+/// Backup files of the store: writing, verifying and restoring them.
+pub use tempora_storage::backup;
 
 /// How to open the embedded store (`[storage]` settings, `docs/configuration.md`).
 #[derive(Debug, Clone)]

@@ -23,7 +23,7 @@
 //! out, so a truncated or damaged file never leaves a half-restored store.
 
 use crate::error::{EngineError, Result, StorageError};
-use crate::engine::{Backend, EngineConfig};
+use crate::config::{Backend, EngineConfig};
 use crate::kv::{CapturingKv, Keyspace, OrderedKv, WriteBatch};
 use crate::model::{Millis, Tx};
 use crate::record::{self, Clock};

@@ -43,6 +43,7 @@
 
 pub mod backup;
 pub mod codec;
+mod config;
 mod engine;
 pub mod error;
 // Public for the fuzz targets, like `keys`.

@@ -34,10 +34,6 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Extra origins allowed to call `/mcp` (comma-separated, e.g.
-/// `https://app.example.com,http://localhost:3000`); overrides the file's
-/// `[mcp] allowed_origins` (see `config.rs`).
-pub const ORIGINS_ENV: &str = "TEMPORA_MCP_ALLOWED_ORIGINS";
 pub const PROTOCOL_HEADER: &str = "mcp-protocol-version";
 /// How long a stray server-sent stream is read for its final answer.
 const STREAM_WAIT: Duration = Duration::from_secs(120);
@@ -74,10 +70,6 @@ impl Endpoint {
         );
         Endpoint { state, rpc: Arc::new(rpc), origins: Arc::new(origins) }
     }
-}
-
-pub fn parse_origins(v: &str) -> Vec<String> {
-    v.split(',').map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase()).filter(|o| !o.is_empty()).collect()
 }
 
 /// The protocol versions this endpoint speaks (`MCP-Protocol-Version`).

@@ -5,7 +5,7 @@
 //! metadata facts only after that, so an artifact is listed only once all
 //! of its bytes are stored. Downloads stream the chunks one by one.
 
-use super::{self as store, Artifact, Facts};
+use super::store::{self, Artifact, Facts};
 use crate::memory::blocking;
 use crate::service::{Service, ServiceError};
 use serde_json::json;

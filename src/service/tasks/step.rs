@@ -22,7 +22,7 @@
 
 use super::artifacts;
 use crate::service::ServiceError;
-use super::{self as store, Facts, Reader, Step, Task};
+use super::store::{self, Facts, Reader, Step, Task};
 use crate::service::Service;
 use crate::memory::blocking;
 use crate::service::chat::turn::{self, StartError};
@@ -33,11 +33,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
 /// What a step was asked.
-#[derive(Debug, Default, Clone)]
-pub struct StepRequest {
-    pub input: Option<String>,
-    pub additional_input: Option<Map<String, Value>>,
-}
+pub use super::store::Request as StepRequest;
 
 /// The plan of a task: what its steps without input run, in order.
 pub fn plan(task: &Task) -> Vec<String> {
