@@ -6,6 +6,10 @@
 use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// The metrics are made from constant names, help texts and labels, which
+/// prometheus accepts; only a typo there can fail, at start.
+const VALID: &str = "a metric of constant, valid name and labels";
 use crate::store::MemoryStore;
 
 pub struct Metrics {
@@ -41,24 +45,24 @@ impl Metrics {
             Opts::new("tempora_http_requests_total", "HTTP requests by route, method and status"),
             &["route", "method", "status"],
         )
-        .expect("valid metric");
+        .expect(VALID);
         let latency = HistogramVec::new(
             HistogramOpts::new("tempora_http_request_duration_seconds", "HTTP request latency by route")
                 .buckets(vec![0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0]),
             &["route", "method"],
         )
-        .expect("valid metric");
-        let subscribers = IntGauge::new("tempora_stream_subscribers", "Open /api/stream subscribers").unwrap();
+        .expect(VALID);
+        let subscribers = IntGauge::new("tempora_stream_subscribers", "Open /api/stream subscribers").expect(VALID);
         let facts = prometheus::IntGaugeVec::new(
             Opts::new("tempora_facts", "Facts by latest status, all tenants"),
             &["status"],
         )
-        .unwrap();
-        let groups = IntGauge::new("tempora_commit_groups_total", "Commit groups written").unwrap();
-        let syncs = IntGauge::new("tempora_syncs_total", "Durability syncs (fsync) of the store").unwrap();
-        let sync_seconds = prometheus::Gauge::new("tempora_sync_seconds_total", "Time spent in syncs").unwrap();
-        let last_tx = IntGauge::new("tempora_last_tx", "Last committed transaction").unwrap();
-        let disk_bytes = IntGauge::new("tempora_disk_bytes", "Bytes the store occupies on disk").unwrap();
+        .expect(VALID);
+        let groups = IntGauge::new("tempora_commit_groups_total", "Commit groups written").expect(VALID);
+        let syncs = IntGauge::new("tempora_syncs_total", "Durability syncs (fsync) of the store").expect(VALID);
+        let sync_seconds = prometheus::Gauge::new("tempora_sync_seconds_total", "Time spent in syncs").expect(VALID);
+        let last_tx = IntGauge::new("tempora_last_tx", "Last committed transaction").expect(VALID);
+        let disk_bytes = IntGauge::new("tempora_disk_bytes", "Bytes the store occupies on disk").expect(VALID);
         let heap_bytes = prometheus::IntGaugeVec::new(
             Opts::new(
                 "tempora_heap_bytes",
@@ -67,7 +71,7 @@ impl Metrics {
             ),
             &["kind"],
         )
-        .unwrap();
+        .expect(VALID);
         let cache_bytes = prometheus::IntGaugeVec::new(
             Opts::new(
                 "tempora_storage_cache_bytes",
@@ -76,28 +80,28 @@ impl Metrics {
             ),
             &["kind"],
         )
-        .unwrap();
+        .expect(VALID);
         let cache_warm_passes = IntGauge::new(
             "tempora_storage_cache_warm_passes_total",
             "Passes that read the most-read tables into the storage engine's page cache since the store opened \
              (redb, storage_warm_cache)",
         )
-        .unwrap();
+        .expect(VALID);
         let search_lag = IntGauge::new(
             "tempora_search_index_lag_tx",
             "Transactions committed but not yet in the recall index (last tx - index watermark)",
         )
-        .unwrap();
+        .expect(VALID);
         let search_docs = prometheus::IntCounter::new(
             "tempora_search_indexed_docs_total",
             "Documents written to the recall index (added or replaced)",
         )
-        .unwrap();
+        .expect(VALID);
         let embed_facts = prometheus::IntCounter::new(
             "tempora_embeddings_facts_total",
             "Facts embedded and their vectors stored",
         )
-        .unwrap();
+        .expect(VALID);
         let embed_failures = IntCounterVec::new(
             Opts::new(
                 "tempora_embeddings_failures_total",
@@ -105,13 +109,13 @@ impl Metrics {
             ),
             &["stage"],
         )
-        .unwrap();
-        let embed_vectors = IntGauge::new("tempora_embeddings_vectors", "Fact vectors held in memory, all tenants").unwrap();
+        .expect(VALID);
+        let embed_vectors = IntGauge::new("tempora_embeddings_vectors", "Fact vectors held in memory, all tenants").expect(VALID);
         let embed_lag = IntGauge::new(
             "tempora_embeddings_lag_tx",
             "Transactions committed but not yet embedded (last tx - embeddings watermark; 0 when embeddings are off)",
         )
-        .unwrap();
+        .expect(VALID);
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(embed_facts.clone()),

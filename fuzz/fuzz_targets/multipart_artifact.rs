@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
     let ctype = ctype.strip_suffix(b"\r").unwrap_or(ctype);
     let got = runtime().block_on(artifacts::parse_upload(ctype, Bytes::copy_from_slice(body), MAX));
     if let Ok(up) = got {
-        let size: usize = up.chunks.iter().map(Bytes::len).sum();
+        let size: usize = up.chunks.iter().map(Vec::len).sum();
         assert!(size <= MAX);
         assert!(up.chunks.iter().all(|c| !c.is_empty() && c.len() <= CHUNK));
         assert!(!up.file_name.is_empty() && !up.file_name.contains(['/', '\\']));

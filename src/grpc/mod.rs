@@ -16,6 +16,7 @@
 //! `x-tempora-tenant` for admins); health and reflection need no key.
 
 pub mod convert;
+pub mod error;
 pub mod routing;
 pub mod server;
 pub mod structs;

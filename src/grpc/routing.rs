@@ -9,7 +9,7 @@
 use super::convert;
 use super::pb;
 use crate::service::principal::{bearer_token, Credentials};
-use crate::service::Service;
+use crate::service::{Service, ServiceError};
 
 /// The metadata an admin names the tenant of a call with (as the HTTP header).
 const TENANT_METADATA: &str = "x-tempora-tenant";
@@ -193,7 +193,7 @@ impl tower::Service<Request<axum::body::Body>> for NeuroSan {
         Box::pin(async move {
             Ok(handled.await.unwrap_or_else(|_| {
                 tracing::error!("a gRPC call panicked");
-                status(Status::internal("internal error"))
+                status(super::error::status(ServiceError::Internal))
             }))
         })
     }
@@ -230,7 +230,7 @@ impl tonic::server::ServerStreamingService<pb::agent::ChatRequest> for Chat {
             // response stream is dropped, and with it the turn.
             Ok(turn) => Ok(tonic::Response::new(until_shutdown(turn, self.state.shutdown.clone()))),
             Err(StartError::UnknownAgent(name)) => Err(unknown_agent(&name)),
-            Err(StartError::BadRequest(message)) => Err(Status::invalid_argument(message)),
+            Err(StartError::BadRequest(message)) => Err(super::error::status(ServiceError::Invalid(message))),
         })
     }
 }

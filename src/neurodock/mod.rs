@@ -2,6 +2,7 @@
 //! to register tools and to query the `memory` agent network
 //! (`docs/neurodock.md`).
 
+pub mod error;
 pub mod framing;
 pub mod packets;
 pub mod session;

@@ -6,6 +6,7 @@
 //! task, so a `TOOL_RESULT` is read while the query that asked for it waits.
 //! Everything written goes through one writer task, in order.
 
+use super::error::{code, packet_error};
 use super::framing::{self, Decoder, Item};
 use super::packets::{self, Packet};
 use crate::service::client_tools::{self as tools, ToolSpec};
@@ -341,7 +342,7 @@ async fn add_tool(
     tenant: &str,
     data: &Map<String, Value>,
 ) -> Result<ToolSpec, (&'static str, String)> {
-    let spec = tools::check_tool(data).map_err(|e| ("BadRequest", e))?;
+    let spec = tools::check_tool(data).map_err(packet_error)?;
     {
         let mine = lock(&conn.tools);
         if mine.len() >= MAX_TOOLS_PER_CONNECTION && !mine.contains_key(&spec.name) {
@@ -352,7 +353,7 @@ async fn add_tool(
         .st
         .register_client_tool(tenant, &spec)
         .await
-        .map_err(|e| ("Internal", format!("the tool could not be stored: {e}")))?;
+        .map_err(|e| (code(&e), format!("the tool could not be stored: {e}")))?;
     lock(&conn.tools).insert(spec.name.clone(), spec.clone());
     lock(&shared.servers).insert((tenant.to_string(), spec.name.clone()), (Arc::clone(conn), spec.clone()));
     Ok(spec)
@@ -467,7 +468,7 @@ async fn call_tool(
     if tools::is_builtin(&call.name) {
         return tools::run_builtin(&shared.st, tenant, &call.name, call.args.clone(), source)
             .await
-            .map_err(|e| ("ToolFailed", format!("tool {}: {e}", call.name)));
+            .map_err(|e| ("ToolFailed", format!("tool {}: {}: {e}", call.name, e.code())));
     }
     let own = lock(&conn.tools).get(&call.name).cloned();
     let (target, spec) = match own {
@@ -480,12 +481,12 @@ async fn call_tool(
                     .st
                     .client_tool(tenant, &call.name)
                     .await
-                    .map_err(|e| ("Internal", format!("tools could not be read: {e}")))?
+                    .map_err(|e| (code(&e), format!("tools could not be read: {e}")))?
                     .ok_or_else(|| ("UnknownTool", format!("no tool named {}", call.name)))?;
                 (Arc::clone(conn), spec)
             }
         },
     };
-    tools::check_args(&spec, &call.args).map_err(|e| ("BadRequest", e))?;
+    tools::check_args(&spec, &call.args).map_err(packet_error)?;
     target.call(&spec, call.args.clone()).await
 }

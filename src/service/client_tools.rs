@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 use crate::agents::MemoryTool;
-use crate::service::Service;
+use crate::service::{Service, ServiceError};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use crate::store::{MemoryStore, EngineError, Fact, FactInput, FactQuery, StatusFilter, WriteOp};
@@ -140,8 +140,12 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Checks the data of an `ADD_TOOL` packet.
-pub fn check_tool(data: &Map<String, Value>) -> Result<ToolSpec, String> {
+/// Checks the definition of a tool (the data of an `ADD_TOOL` packet).
+pub fn check_tool(data: &Map<String, Value>) -> crate::service::Result<ToolSpec> {
+    tool_of(data).map_err(ServiceError::Invalid)
+}
+
+fn tool_of(data: &Map<String, Value>) -> Result<ToolSpec, String> {
     for k in data.keys() {
         if !["name", "description", "arguments", "required", "response", "timeout_ms"].contains(&k.as_str()) {
             return Err(format!("unknown tool field {k:?}"));
@@ -216,7 +220,11 @@ pub fn is_of_type(kind: &str, v: &Value) -> bool {
 }
 
 /// Checks call arguments against a tool's definition.
-pub fn check_args(spec: &ToolSpec, args: &Map<String, Value>) -> Result<(), String> {
+pub fn check_args(spec: &ToolSpec, args: &Map<String, Value>) -> crate::service::Result<()> {
+    args_of(spec, args).map_err(ServiceError::Invalid)
+}
+
+fn args_of(spec: &ToolSpec, args: &Map<String, Value>) -> Result<(), String> {
     for r in &spec.required {
         if !args.contains_key(r) {
             return Err(format!("tool {} needs argument {r}", spec.name));
@@ -260,14 +268,14 @@ pub async fn run_builtin(
     name: &str,
     args: Map<String, Value>,
     source: Option<&str>,
-) -> Result<Value, String> {
+) -> crate::service::Result<Value> {
     let tool = match name {
         "get_current_date" => return Ok(json!(current_date(now_ms()))),
         "remember" => MemoryTool::Remember,
         "recall" => MemoryTool::Recall,
-        other => return Err(format!("no built-in tool {other}")),
+        other => return Err(ServiceError::NotFound(format!("no built-in tool {other}"))),
     };
-    crate::service::chat::tools::run(st, tenant, tool, args, source).await.map_err(|e| format!("{}: {e}", e.code()))
+    crate::service::chat::tools::run(st, tenant, tool, args, source).await
 }
 
 pub fn now_ms() -> i64 {
