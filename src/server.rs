@@ -37,7 +37,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
     let (stop_tx, stop_rx) = watch::channel(false);
     let metrics = Arc::new(Metrics::new(Arc::clone(&sse_subscribers)));
     let (service, background) = Service::start(&cfg, Arc::clone(&store), metrics, stop_rx.clone()).await?;
-    let hangup_task = tokio::spawn(reload_on_hangup(service.agents.clone(), stop_rx));
+    let hangup_task = tokio::spawn(reload_on_hangup(service.clone(), stop_rx));
     let state = AppState::new(Shared {
         service: service.clone(),
         sse_subscribers,
@@ -79,7 +79,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
         last_tx = tx,
         last_recorded_at = at,
         tenants = store.tenants().len(),
-        mode = if state.auth.is_open() { "open" } else { "keyed" },
+        mode = if service.is_open() { "open" } else { "keyed" },
         http = %http_local.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
         grpc = %grpc_local.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
         tcp = %tcp_local.map(|a| a.to_string()).unwrap_or_else(|| "off".into()),
@@ -235,7 +235,7 @@ async fn serve_http(
 
 /// SIGHUP reloads the agent networks (the files are read again and the new
 /// set swapped in whole; see `crate::agents::registry`).
-async fn reload_on_hangup(registry: crate::agents::Registry, mut stop: watch::Receiver<bool>) {
+async fn reload_on_hangup(service: Service, mut stop: watch::Receiver<bool>) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -248,15 +248,15 @@ async fn reload_on_hangup(registry: crate::agents::Registry, mut stop: watch::Re
             if !hangup {
                 return;
             }
-            let r = registry.clone();
-            match tokio::task::spawn_blocking(move || r.reload()).await {
+            let s = service.clone();
+            match tokio::task::spawn_blocking(move || s.reload_networks()).await {
                 Ok(report) => report.log(),
                 Err(e) => tracing::error!(error = %e, "reloading the agent networks failed"),
             }
         }
     }
     #[cfg(not(unix))]
-    let _ = (registry, stop.wait_for(|s| *s).await);
+    let _ = (service, stop.wait_for(|s| *s).await);
 }
 
 /// Resolves on SIGINT or SIGTERM. The handlers are installed when this is

@@ -134,7 +134,7 @@ impl NeuroSan {
         let req = Request::from_parts(parts, body);
         let (agent, method) = match route {
             Route::ConciergeList => {
-                let list = convert::list_to_pb(self.state.agents.list());
+                let list = convert::list_to_pb(self.state.networks());
                 let svc = tower::service_fn(move |_: tonic::Request<pb::concierge::ConciergeRequest>| {
                     ready(Ok::<_, Status>(tonic::Response::new(list.clone())))
                 });
@@ -145,7 +145,7 @@ impl NeuroSan {
         };
         // An unknown network is an unknown service: UNIMPLEMENTED, which
         // neuro-san's client does not retry.
-        let Some(network) = self.state.agents.get(agent) else {
+        let Some(network) = self.state.network(agent) else {
             return status(unknown_agent(agent));
         };
         match method {
@@ -228,7 +228,7 @@ impl tonic::server::ServerStreamingService<pb::agent::ChatRequest> for Chat {
         ready(match started {
             // The stream owns the turn: when the client goes away the
             // response stream is dropped, and with it the turn.
-            Ok(turn) => Ok(tonic::Response::new(until_shutdown(turn, self.state.shutdown.clone()))),
+            Ok(turn) => Ok(tonic::Response::new(until_shutdown(turn, self.state.stopping()))),
             Err(StartError::UnknownAgent(name)) => Err(unknown_agent(&name)),
             Err(StartError::BadRequest(message)) => Err(super::error::status(ServiceError::Invalid(message))),
         })

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 
 /// `GET /api/v1/list`: the listed networks (`ConciergeResponse`).
 pub async fn list(State(st): State<AppState>, _caller: Caller) -> Json<Value> {
-    Json(json!({ "agents": st.agents.list() }))
+    Json(json!({ "agents": st.service.networks() }))
 }
 
 /// `GET /api/v1/docs`: the API's OpenAPI document.
@@ -36,7 +36,7 @@ pub async fn agent_get(
     Path(rest): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let (agent, verb) = rest.rsplit_once('/').ok_or_else(ApiError::not_found)?;
-    let network = st.agents.get(agent).ok_or_else(ApiError::not_found)?;
+    let network = st.service.network(agent).ok_or_else(ApiError::not_found)?;
     match verb {
         "function" => Ok(Json(json!({ "function": network.function() }))),
         "connectivity" => Ok(Json(json!({
@@ -67,7 +67,7 @@ pub async fn agent_post(
         StartError::UnknownAgent(_) => ApiError::not_found(),
         StartError::BadRequest(m) => ApiError::schema(m),
     })?;
-    let lines = turn.until(st.shutdown.clone()).map(|r| line(&r));
+    let lines = turn.until(st.service.stopping()).map(|r| line(&r));
     Ok(([(CONTENT_TYPE, "application/json-lines")], Body::from_stream(lines)).into_response())
 }
 

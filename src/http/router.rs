@@ -172,7 +172,7 @@ fn time_allowed(st: &AppState, method: &axum::http::Method, path: &str) -> Optio
     }
     let base = Duration::from_secs(st.limits.request_timeout_secs as u64);
     if path.starts_with("/api/connectors/") && path.ends_with("/pull") {
-        return Some(base + st.connectors.pull.timeout);
+        return Some(base + st.service.pull_timeout());
     }
     Some(base)
 }

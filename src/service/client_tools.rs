@@ -126,7 +126,7 @@ pub struct ToolSpec {
     pub timeout_ms: u64,
 }
 
-pub fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= MAX_TOOL_NAME
         && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')

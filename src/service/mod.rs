@@ -27,7 +27,7 @@ pub use idempotency::{Answer, IdempotencyKey};
 pub use start::{Background, StartError};
 
 /// A failed search, as the service's error.
-pub fn search_error(e: anyhow::Error) -> ServiceError {
+fn search_error(e: anyhow::Error) -> ServiceError {
     match e.downcast::<tempora_storage::EngineError>() {
         Ok(engine) => ServiceError::from(engine),
         Err(other) => ServiceError::internal(format!("search failed: {other:#}")),
@@ -49,6 +49,33 @@ impl Service {
     pub fn new(parts: Parts) -> Service {
         Service(Arc::new(parts))
     }
+
+    /// The agent networks served, as neuro-san lists them.
+    pub fn networks(&self) -> Vec<crate::agents::NetworkInfo> {
+        self.agents.list()
+    }
+
+    /// One agent network, if it is served.
+    pub fn network(&self, name: &str) -> Option<Arc<crate::agents::AgentNetwork>> {
+        self.agents.get(name)
+    }
+
+    /// Reads the agent network files again and serves the new set whole
+    /// (SIGHUP); blocks while it reads.
+    pub fn reload_networks(&self) -> crate::agents::ReloadReport {
+        self.agents.reload()
+    }
+
+    /// Turns true when the server starts shutting down: long answers
+    /// (streams, chat turns) end.
+    pub fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shutdown.clone()
+    }
+
+    /// How long a connector pull may take on top of a request's own time.
+    pub fn pull_timeout(&self) -> std::time::Duration {
+        self.connectors.pull.timeout
+    }
 }
 
 impl std::ops::Deref for Service {
@@ -58,25 +85,28 @@ impl std::ops::Deref for Service {
     }
 }
 
-/// What [`Service`] holds.
+/// What [`Service`] holds. The surfaces see only the settings they apply
+/// themselves (`limits`: body sizes, timeouts) and the metrics they record
+/// (requests, latency); everything else is reached through the service's
+/// operations.
 pub struct Parts {
-    pub memory: Memory,
-    pub auth: Arc<Auth>,
+    pub(in crate::service) memory: Memory,
+    pub(in crate::service) auth: Arc<Auth>,
     pub limits: Limits,
     pub metrics: Arc<Metrics>,
     /// Outbound calls to caller-supplied model endpoints (`ask`, digest).
-    pub llm: Arc<crate::llm::Client>,
+    pub(in crate::service) llm: Arc<crate::llm::Client>,
     /// The full-text recall index.
-    pub search: crate::search::Search,
+    pub(in crate::service) search: crate::search::Search,
     /// Agent networks served by the NeuroSan API and the Agent Protocol.
-    pub agents: crate::agents::Registry,
+    pub(in crate::service) agents: crate::agents::Registry,
     /// The `memory` network's model, when the operator set one (`[agents]`).
-    pub memory_llm: Option<Arc<crate::agents::LlmConfig>>,
+    pub(in crate::service) memory_llm: Option<Arc<crate::agents::LlmConfig>>,
     /// Connector pulls and their schedule.
-    pub connectors: Arc<crate::connectors::schedule::Runtime>,
+    pub(in crate::service) connectors: Arc<crate::connectors::schedule::Runtime>,
     /// Flips to true when the server starts shutting down; long answers
     /// (streams, agent turns) end.
-    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    pub(in crate::service) shutdown: tokio::sync::watch::Receiver<bool>,
     /// Alert rules, their locks and the background settings (`[monitor]`).
-    pub monitor: crate::monitor::Monitor,
+    pub(in crate::service) monitor: crate::monitor::Monitor,
 }

@@ -92,7 +92,7 @@ pub async fn root() -> Redirect {
 /// `GET /console`: the page. Never cached, so a new binary's page (and its
 /// asset list) is picked up on the next load.
 pub async fn page(State(st): State<AppState>) -> Response {
-    let mode = if st.auth.is_open() { "open" } else { "keyed" };
+    let mode = if st.service.is_open() { "open" } else { "keyed" };
     let mut resp = INDEX.replace("{{MODE}}", mode).into_response();
     let h = resp.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));

@@ -44,5 +44,5 @@ pub fn manifest(open: bool) -> Value {
 }
 
 pub async fn serve(State(st): State<AppState>) -> Json<Value> {
-    Json(manifest(st.auth.is_open()))
+    Json(manifest(st.service.is_open()))
 }

@@ -46,7 +46,7 @@ pub struct Thread {
 impl Thread {
     /// The thread `ctx` carries for `front_man`, or a new one. A context from
     /// elsewhere (no conversation id) continues its messages under a new id.
-    pub fn continue_from(ctx: Option<&ChatContext>, front_man: &str) -> Result<Thread, String> {
+    pub(super) fn continue_from(ctx: Option<&ChatContext>, front_man: &str) -> Result<Thread, String> {
         let histories = ctx.map(|c| c.chat_histories.as_slice()).unwrap_or_default();
         // The front man's history is the one whose origin ends with it; a
         // context with a single history is taken as is.

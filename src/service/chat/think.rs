@@ -290,7 +290,7 @@ fn clip(v: &Value) -> String {
 /// endpoints are spoken; other providers need a `base_url` of an
 /// OpenAI-compatible gateway. The key is read from the environment
 /// variable `api_key_env` names (`OPENAI_API_KEY` for the OpenAI default).
-pub fn model_config(cfg: &LlmConfig) -> Result<ModelConfig, String> {
+fn model_config(cfg: &LlmConfig) -> Result<ModelConfig, String> {
     let model = cfg.model_name.clone().filter(|m| !m.trim().is_empty()).ok_or("its llm_config names no model_name")?;
     let class = cfg.class.as_deref().unwrap_or("openai");
     let base_url = match (&cfg.base_url, class) {
