@@ -129,24 +129,6 @@ impl ServiceError {
             | ServiceError::Internal => false,
         }
     }
-
-    /// Builds an error back from its code and message (a stored idempotent
-    /// answer). `conflict_status` tells the two kinds of `Conflict` apart.
-    pub fn from_code(code: &str, message: String, precondition: bool) -> ServiceError {
-        match code {
-            "SchemaInvalid" => ServiceError::Invalid(message),
-            "Conflict" if precondition => ServiceError::FailedPrecondition(message),
-            "Conflict" => ServiceError::Conflict(message),
-            "NotFound" => ServiceError::NotFound(message),
-            "Unauthorized" => ServiceError::Unauthorized,
-            "PayloadTooLarge" => ServiceError::TooLarge(message),
-            "RateLimited" => ServiceError::RateLimited(message),
-            "Unavailable" => ServiceError::Unavailable(message),
-            "UpstreamError" => ServiceError::Upstream(message),
-            "UpstreamTimeout" => ServiceError::UpstreamTimeout(message),
-            _ => ServiceError::Internal,
-        }
-    }
 }
 
 impl From<EngineError> for ServiceError {
@@ -173,6 +155,12 @@ impl From<EngineError> for ServiceError {
                     StorageError::Io(io) if io.raw_os_error() == Some(28) => ServiceError::unavailable(
                         "the data volume is full; writes are refused until space is freed",
                     ),
+                    StorageError::Io(_)
+                    | StorageError::Corrupt(_)
+                    | StorageError::Backend(_)
+                    | StorageError::Locked(_) => ServiceError::Internal,
+                    // The engine crate keeps StorageError open to new kinds;
+                    // one it adds is internal until mapped here.
                     _ => ServiceError::Internal,
                 }
             }
