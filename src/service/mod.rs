@@ -26,14 +26,6 @@ pub use error::{Result, ServiceError};
 pub use idempotency::{Answer, IdempotencyKey};
 pub use start::{Background, StartError};
 
-/// A failed search, as the service's error.
-fn search_error(e: anyhow::Error) -> ServiceError {
-    match e.downcast::<tempora_storage::EngineError>() {
-        Ok(engine) => ServiceError::from(engine),
-        Err(other) => ServiceError::internal(format!("search failed: {other:#}")),
-    }
-}
-
 use crate::auth::Auth;
 use crate::config::Limits;
 use crate::memory::Memory;

@@ -162,7 +162,15 @@ impl Service {
 /// Runs index work on the blocking pool.
 async fn on_blocking_pool<T: Send + 'static>(f: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> Result<T> {
     match tokio::task::spawn_blocking(f).await {
-        Ok(r) => r.map_err(super::search_error),
+        Ok(r) => r.map_err(search_error),
         Err(e) => Err(ServiceError::internal(format!("search task failed: {e}"))),
+    }
+}
+
+/// A failed search: the store's errors keep their meaning, the index's are internal.
+fn search_error(e: anyhow::Error) -> ServiceError {
+    match e.downcast::<crate::store::EngineError>() {
+        Ok(engine) => ServiceError::from(engine),
+        Err(other) => ServiceError::internal(format!("search failed: {other:#}")),
     }
 }
