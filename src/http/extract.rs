@@ -80,7 +80,7 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        Ok(state.service.authenticate(&credentials(parts, admin_tenant(parts).as_deref()))?)
+        Ok(state.service.authenticate_naming(&credentials(parts, None), || admin_tenant(parts))?)
     }
 }
 

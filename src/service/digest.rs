@@ -167,6 +167,6 @@ impl Service {
             threshold,
             tokens,
         };
-        self.write_keyed(&tenant, Op::Digest, key, ops, move |out| Ok(digest::receipt(&summary, &slots, &out))).await
+        self.write_keyed(&tenant, Op::Digest, key, ops, move |out| Ok(digest::receipt(&summary, &slots, out))).await
     }
 }

@@ -7,6 +7,7 @@ use super::Service;
 use crate::memory::blocking;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex, PoisonError};
 use tempora_storage::{
     Cardinality, EngineError, Fact, FactHistory, FactId, FactInput, FactPage, FactQuery, Idempotency, Millis,
     OpOutcome, PredicateInfo, Tx, WriteOp, WriteOutcome,
@@ -32,10 +33,10 @@ pub struct Assertions {
     pub facts: Vec<Assertion>,
 }
 
-fn assertion(outcome: OpOutcome) -> Result<Assertion> {
+fn assertion(outcome: &OpOutcome) -> Result<Assertion> {
     match outcome {
         OpOutcome::Asserted(a) => Ok(Assertion {
-            fact: a.fact,
+            fact: a.fact.clone(),
             superseded: a.superseded.iter().map(|f| f.id).collect(),
             continued: a.continued.iter().map(|f| f.id).collect(),
         }),
@@ -43,15 +44,15 @@ fn assertion(outcome: OpOutcome) -> Result<Assertion> {
     }
 }
 
-fn one_assertion(out: WriteOutcome) -> Result<Assertion> {
-    match out.outcomes.into_iter().next() {
+fn one_assertion(out: &WriteOutcome) -> Result<Assertion> {
+    match out.outcomes.first() {
         Some(o) => assertion(o),
         None => Err(ServiceError::internal("an assert answered nothing")),
     }
 }
 
-fn assertions(out: WriteOutcome) -> Result<Assertions> {
-    let facts = out.outcomes.into_iter().map(assertion).collect::<Result<_>>()?;
+fn assertions(out: &WriteOutcome) -> Result<Assertions> {
+    let facts = out.outcomes.iter().map(assertion).collect::<Result<_>>()?;
     Ok(Assertions { tx: out.tx, recorded_at: out.recorded_at, facts })
 }
 
@@ -140,7 +141,9 @@ impl Service {
 
     /// One write transaction, under `key` when there is one: its answer,
     /// `result` of the outcome, is stored with the write, and a later call
-    /// with the same key gets it back (`idempotency.rs`).
+    /// with the same key gets it back (`idempotency.rs`). Under a key the
+    /// answer is made once, in the writer as it stores it, and handed back
+    /// from there.
     pub(crate) async fn write_keyed<T, F>(
         &self,
         tenant: &str,
@@ -151,24 +154,31 @@ impl Service {
     ) -> Result<Answer<T>>
     where
         T: Serialize + DeserializeOwned + Send + 'static,
-        F: Fn(WriteOutcome) -> Result<T> + Send + Sync + 'static,
+        F: FnOnce(&WriteOutcome) -> Result<T> + Send + 'static,
     {
         let Some(key) = key else {
-            return Ok(Answer::Fresh(result(self.write(tenant, ops).await?)?));
+            return Ok(Answer::Fresh(result(&self.write(tenant, ops).await?)?));
         };
-        let result = std::sync::Arc::new(result);
-        let render = std::sync::Arc::clone(&result);
+        let made: Arc<Mutex<Option<Result<T>>>> = Arc::new(Mutex::new(None));
+        let slot = Arc::clone(&made);
         let idem = Idempotency {
             key: key.scoped(op),
-            // Runs in the writer, which keeps the outcome: the stored answer
-            // is made of a copy.
             render: Box::new(move |r: &std::result::Result<WriteOutcome, EngineError>| match r {
-                Ok(out) => idempotency::encode(render(out.clone()).as_ref()),
+                Ok(out) => {
+                    let answer = result(out);
+                    let stored = idempotency::encode(answer.as_ref());
+                    *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer);
+                    stored
+                }
                 Err(e) => idempotency::encode::<T>(Err(&ServiceError::from(e))),
             }),
         };
         match self.memory.write(tenant, ops, Some(idem)).await? {
-            Ok(out) => Ok(Answer::Fresh(result(out)?)),
+            Ok(_) => {
+                let answer = made.lock().unwrap_or_else(PoisonError::into_inner).take();
+                let answer = answer.unwrap_or_else(|| Err(ServiceError::internal("a keyed write made no answer")));
+                Ok(Answer::Fresh(answer?))
+            }
             Err(stored) => Ok(Answer::Replayed(idempotency::decode(&stored))),
         }
     }

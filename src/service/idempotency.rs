@@ -83,20 +83,6 @@ pub enum Answer<T> {
     Replayed(Result<T>),
 }
 
-impl<T> Answer<T> {
-    pub fn is_replayed(&self) -> bool {
-        matches!(self, Answer::Replayed(_))
-    }
-
-    /// The result, whether fresh or replayed.
-    pub fn into_result(self) -> Result<T> {
-        match self {
-            Answer::Fresh(v) => Ok(v),
-            Answer::Replayed(r) => r,
-        }
-    }
-}
-
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Stored<T> {

@@ -105,7 +105,7 @@ impl Service {
         }
         let now = time::now_ms();
         let ops = alerts::ack_ops(&alert, now);
-        self.write_keyed(tenant, Op::AlertAck, key, ops, move |out| Ok(alerts::acked(&alert, now, &out))).await
+        self.write_keyed(tenant, Op::AlertAck, key, ops, move |out| Ok(alerts::acked(&alert, now, out))).await
     }
 
     /// Evaluates the tenant's alert rules now.
@@ -124,7 +124,7 @@ impl Service {
             return Ok(Answer::Fresh(plan.render(None)));
         }
         let ops = plan.ops.clone();
-        self.write_keyed(tenant, Op::AlertsEvaluate, key, ops, move |out| Ok(plan.render(Some(&out)))).await
+        self.write_keyed(tenant, Op::AlertsEvaluate, key, ops, move |out| Ok(plan.render(Some(out)))).await
     }
 
     /// The tenant's alert rules: the defaults with its overrides.

@@ -88,6 +88,17 @@ impl Service {
     /// naming a tenant that is not configured, are all the plain
     /// "not found": the answer never says what exists.
     pub fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Caller> {
+        self.authenticate_naming(credentials, || credentials.tenant.map(String::from))
+    }
+
+    /// [`Service::authenticate`], reading the tenant an admin names only
+    /// when the key is an admin's (a tenant key names its own; the request
+    /// need not be searched for one).
+    pub fn authenticate_naming(
+        &self,
+        credentials: &Credentials<'_>,
+        named: impl FnOnce() -> Option<String>,
+    ) -> Result<Caller> {
         let principal = self
             .auth
             .resolve(credentials.bearer, credentials.session, credentials.host)
@@ -96,9 +107,9 @@ impl Service {
             Principal::Tenant(t) => Some(t.clone()),
             // An admin may name configured tenants only: a typo must not
             // create a tenant.
-            Principal::Admin => match credentials.tenant {
-                Some(t) if !self.auth.knows_tenant(t) => return Err(ServiceError::not_found()),
-                other => other.map(String::from),
+            Principal::Admin => match named() {
+                Some(t) if !self.auth.knows_tenant(&t) => return Err(ServiceError::not_found()),
+                other => other,
             },
         };
         Ok(Caller { principal, tenant })

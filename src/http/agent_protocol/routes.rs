@@ -28,8 +28,8 @@ impl FromRequestParts<AppState> for Tenant {
     type Rejection = ApError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApError> {
-        let tenant = crate::http::extract::admin_tenant(parts);
-        let caller = state.service.authenticate(&crate::http::extract::credentials(parts, tenant.as_deref()))?;
+        let credentials = crate::http::extract::credentials(parts, None);
+        let caller = state.service.authenticate_naming(&credentials, || crate::http::extract::admin_tenant(parts))?;
         Ok(Tenant(caller.tenant()?.to_string()))
     }
 }

@@ -83,13 +83,9 @@ pub fn tenant(st: &Service, principal: &Principal, namespace: Option<&str>) -> R
     }
 }
 
+/// An integer argument within `[min, max]` (the shared rule, `service/params.rs`).
 fn range(name: &str, v: Option<JsonInt>, min: i64, max: i64) -> Result<Option<i64>, ServiceError> {
-    match v.map(|n| n.0) {
-        Some(n) if !(min..=max).contains(&n) => {
-            Err(ServiceError::invalid(format!("{name} must be within [{min}, {max}], got {n}")))
-        }
-        other => Ok(other),
-    }
+    crate::service::params::within(name, v.map(|n| n.0), min, max)
 }
 
 // --- remember ----------------------------------------------------------------
