@@ -103,17 +103,25 @@ async fn a_task_runs_through_its_steps_to_the_last_and_its_history_is_facts() {
     assert_eq!(s1["input"], Value::Null);
     assert_eq!(s1["artifacts"], json!([]));
 
-    // A step with its own input runs it in the same conversation; the plan waits.
-    let own = step(&api, &t, Some(json!({"input": "remember Person:sarah lives_in City:paris"}))).await;
-    assert_eq!(own["is_last"], false);
-    assert_eq!(own["input"], "remember Person:sarah lives_in City:paris");
-
-    // The last line: is_last, and the answer saved as an agent-created artifact.
-    let s3 = step(&api, &t, Some(json!({"additional_input": {"save_as": "answer.md", "relative_path": "out"}}))).await;
-    assert_eq!(s3["is_last"], true, "{s3}");
-    let answer = s3["output"].as_str().unwrap().to_string();
+    // A step with its own input runs it first, then the plan's next line:
+    // here the last, so the step is last and its answer saved as an
+    // agent-created artifact.
+    let s2 = step(
+        &api,
+        &t,
+        Some(json!({"input": "remember Person:sarah lives_in City:paris", "additional_input": {"save_as": "answer.md", "relative_path": "out"}})),
+    )
+    .await;
+    assert_eq!((s2["is_last"].as_bool(), s2["name"].as_str()), (Some(true), Some("input, then plan line 2")), "{s2}");
+    assert_eq!(s2["input"], "remember Person:sarah lives_in City:paris");
+    let answers = s2["additional_output"]["answers"].as_array().unwrap();
+    assert_eq!(answers.iter().map(|a| a["ran"].as_str().unwrap()).collect::<Vec<_>>(), ["input", "plan line"]);
+    assert!(answers[0]["output"].as_str().unwrap().contains("Remembered"), "{s2}");
+    let answer = s2["output"].as_str().unwrap().to_string();
+    assert!(answer.ends_with(answers[1]["output"].as_str().unwrap()), "{s2}");
     assert!(answer.contains("works_at Org:acme") && answer.contains("City:paris"), "{answer}");
-    let made = &s3["artifacts"][0];
+    assert_eq!(s2["additional_output"]["plan"], json!({"lines": 2, "lines_run": 2}));
+    let made = &s2["artifacts"][0];
     assert_eq!((made["agent_created"].as_bool(), made["file_name"].as_str()), (Some(true), Some("answer.md")));
     assert_eq!(made["relative_path"], "out");
     let (status, headers, bytes) = download(&api, &t, &id(made, "artifact_id")).await;
@@ -132,9 +140,9 @@ async fn a_task_runs_through_its_steps_to_the_last_and_its_history_is_facts() {
     let steps = api.get(&format!("{TASKS}/{t}/steps")).await;
     let steps = steps.expect(200);
     let ids: Vec<String> = steps["steps"].as_array().unwrap().iter().map(|s| id(s, "step_id")).collect();
-    assert_eq!(ids, [id(&s1, "step_id"), id(&own, "step_id"), id(&s3, "step_id"), id(&after, "step_id")]);
-    assert_eq!(steps["pagination"], json!({"total_items": 4, "total_pages": 1, "current_page": 1, "page_size": 10}));
-    let one = api.get(&format!("{TASKS}/{t}/steps/{}", id(&s3, "step_id"))).await;
+    assert_eq!(ids, [id(&s1, "step_id"), id(&s2, "step_id"), id(&after, "step_id")]);
+    assert_eq!(steps["pagination"], json!({"total_items": 3, "total_pages": 1, "current_page": 1, "page_size": 10}));
+    let one = api.get(&format!("{TASKS}/{t}/steps/{}", id(&s2, "step_id"))).await;
     let one = one.expect(200);
     assert_eq!(one["output"], answer.as_str());
     assert_eq!(one["artifacts"][0]["artifact_id"], made["artifact_id"]);
@@ -155,18 +163,65 @@ async fn a_task_runs_through_its_steps_to_the_last_and_its_history_is_facts() {
     let then = api.list(&format!("subject=Task:{t}&predicate=task.status&as_of_tx={at}")).await;
     assert_eq!(then.iter().map(|f| f["object"].clone()).collect::<Vec<_>>(), [json!("created")]);
     let edges = api.list(&format!("predicate=step.task&object=Task:{t}")).await;
-    assert_eq!(edges.len(), 4);
+    assert_eq!(edges.len(), 3);
 
-    // `done` ends a task at once; a task without input ends on an empty step.
+    // `done` ends a task at once.
     let t2 = id(&create(&api, json!({"input": "remember A:1 p 1\nremember A:1 q 2"})).await, "task_id");
     let done = step(&api, &t2, Some(json!({"input": "done"}))).await;
     assert_eq!(done["is_last"], true);
     assert!(api.list("subject=A:1").await.is_empty());
+}
+
+/// The loop of the Agent Protocol client's own minimal example: a task with
+/// an input, then steps with `input=str(i)` until one `is_last`. Every step
+/// advances the task's work, so the loop ends when the plan has run.
+#[tokio::test]
+async fn steps_with_input_advance_the_task_so_a_client_loop_ends() {
+    let (_tmp, server) = fresh(&[]);
+    let api = Api::new(&server, None);
+    let t = id(&create(&api, json!({"input": "remember Person:zoe likes Thing:tea\nwhat do you know about Person:zoe"})).await, "task_id");
+    let mut steps = Vec::new();
+    for i in 1..=10 {
+        let s = step(&api, &t, Some(json!({"input": i.to_string()}))).await;
+        assert_eq!(s["status"], "completed", "{s}");
+        let last = s["is_last"].as_bool().unwrap();
+        steps.push(s);
+        if last {
+            break;
+        }
+    }
+    assert_eq!(steps.len(), 2, "one step per plan line: {steps:?}");
+    assert_eq!(steps[0]["name"], "input, then plan line 1");
+    assert!(steps[1]["output"].as_str().unwrap().contains("likes Thing:tea"), "{}", steps[1]);
+    assert_eq!(api.list("subject=Person:zoe&predicate=likes").await.len(), 1);
+    assert_eq!(api.get(&format!("{TASKS}/{t}")).await.expect(200)["status"], "completed");
+
+    // A task without input: the first step's input is its work, and that step is last.
     let t3 = id(&create(&api, json!({})).await, "task_id");
     let ran = step(&api, &t3, Some(json!({"input": "remember B:1 p 1"}))).await;
-    assert_eq!(ran["is_last"], false);
-    let end = step(&api, &t3, Some(json!({"input": null}))).await;
-    assert_eq!(end["is_last"], true, "{end}");
+    assert_eq!((ran["is_last"].as_bool(), ran["name"].as_str()), (Some(true), Some("input")), "{ran}");
+    assert_eq!(api.list("subject=B:1").await.len(), 1);
+    let empty = id(&create(&api, json!({})).await, "task_id");
+    let end = step(&api, &empty, Some(json!({"input": null}))).await;
+    assert_eq!((end["is_last"].as_bool(), end["name"].as_str()), (Some(true), Some("end")), "{end}");
+
+    // A conversation: step inputs are turns and the plan waits; it ends on
+    // `done` or a step without input when no line is left.
+    let c = id(
+        &create(&api, json!({"input": "remember C:1 p 1", "additional_input": {"conversation": true}})).await,
+        "task_id",
+    );
+    for n in 2..=3 {
+        let turn = step(&api, &c, Some(json!({"input": format!("remember C:{n} p {n}")}))).await;
+        assert_eq!((turn["is_last"].as_bool(), turn["name"].as_str()), (Some(false), Some("input")), "{turn}");
+    }
+    let line = step(&api, &c, None).await;
+    assert_eq!((line["is_last"].as_bool(), line["name"].as_str()), (Some(true), Some("plan line 1")), "{line}");
+    for n in 1..=3 {
+        assert_eq!(api.list(&format!("subject=C:{n}")).await.len(), 1, "C:{n}");
+    }
+    let bad = api.post(TASKS, &json!({"input": "x", "additional_input": {"conversation": "yes"}})).await;
+    expect_message(&bad, 422);
 }
 
 #[tokio::test]
@@ -461,4 +516,36 @@ async fn a_step_cut_by_a_crash_is_closed_and_its_line_runs_again() {
     assert_eq!(first["additional_output"]["error"], "interrupted", "{steps}");
     assert!(first["output"].as_str().unwrap().starts_with("Interrupted"), "{steps}");
     assert_eq!(api.get(&format!("{TASKS}/{t}")).await.expect(200)["status"], "completed");
+}
+
+#[tokio::test]
+async fn a_failed_input_turn_leaves_the_plan_line_for_the_next_step() {
+    let fake = common::fake_llm::FakeLlm::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let networks = tmp.path().join("networks");
+    std::fs::create_dir_all(&networks).unwrap();
+    // A front man whose model fails its first request, then answers.
+    std::fs::write(
+        networks.join("flaky.hocon"),
+        format!(
+            r#"{{ "llm_config": {{ "model_name": "flaky-1", "base_url": "{}" }},
+               "tools": [ {{ "name": "front", "function": {{ "description": "d" }}, "instructions": "i" }} ] }}"#,
+            fake.base_url
+        ),
+    )
+    .unwrap();
+    std::fs::write(networks.join("manifest.hocon"), r#"{ "flaky.hocon": true }"#).unwrap();
+    let env = [("TEMPORA_AGENTS_DIR", networks.to_str().unwrap()), ("TEMPORA_OUTBOUND_ALLOW_PRIVATE", "true")];
+    let (_dir, server) = fresh(&env);
+    let api = Api::new(&server, None);
+    let t = id(&create(&api, json!({"input": "hello", "additional_input": {"agent": "flaky"}})).await, "task_id");
+    let failed = step(&api, &t, Some(json!({"input": "first, this"}))).await;
+    assert_eq!((failed["is_last"].as_bool(), failed["status"].as_str()), (Some(false), Some("completed")), "{failed}");
+    assert!(failed["output"].as_str().unwrap().starts_with("Error:"), "{failed}");
+    assert!(failed["additional_output"]["error"].is_string(), "{failed}");
+    // Only the input's turn ran: the plan line waits for the next step.
+    assert_eq!(fake.requests().len(), 1);
+    let next = step(&api, &t, None).await;
+    assert_eq!((next["is_last"].as_bool(), next["name"].as_str()), (Some(true), Some("plan line 1")), "{next}");
+    assert_eq!(next["additional_output"]["error"], Value::Null, "{next}");
 }

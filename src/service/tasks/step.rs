@@ -1,21 +1,30 @@
-//! Running one step of a task: one chat turn of the task's agent network.
+//! Running one step of a task: one or two chat turns of the task's agent
+//! network.
 //!
-//! The rules (docs/agent-protocol.md, "Steps"):
+//! The rules (docs/agent-protocol.md, "Steps"). A task's work is its plan:
+//! the non-empty lines of its input, one per step (the model-free `memory`
+//! agent understands one command per message; with
+//! `additional_input.steps = "whole"` the whole input is one line). Every
+//! step advances that work, whether or not it carries input, so a client
+//! that loops until `is_last` (the Agent Protocol's own examples do, some
+//! sending `input` with every step) always gets there:
 //!
-//! - A task's input is a plan: its non-empty lines, one per step (the
-//!   model-free `memory` agent understands one command per message). With
-//!   `additional_input.steps = "whole"` the whole input is one line.
-//! - A step without input runs the plan's next line. The step that runs the
-//!   last line is the last step (`is_last`), and the task is completed.
-//! - A step with input runs that input in the same conversation; the plan
-//!   waits. A task without input is driven by step inputs only.
+//! - A step runs the plan's next line. The step that runs the last line is
+//!   the last step (`is_last`), and the task is completed.
+//! - A step's own input is the prompt for that step: it runs first, in the
+//!   task's conversation, then the plan's next line. A task without input
+//!   has no plan: its work is the first step's input, and that step is last.
 //! - A step whose input is `done` or `stop`, or a step without input when
-//!   no line is left, ends the task without running anything.
-//! - A step after the last answers 200 with an output saying so, changes
+//!   there is nothing to run, ends the task without running anything.
+//! - A step after the last answers 200 with an output saying so, runs
 //!   nothing, and is itself marked last.
+//! - A task created with `additional_input.conversation = true` is a
+//!   conversation instead: a step with input runs only that input and the
+//!   plan waits; it ends with `done`/`stop`, or a step without input when no
+//!   line is left.
 //! - A turn that fails (the model or the memory failed) is a completed step
 //!   whose `additional_output.error` says why; it does not use up a plan
-//!   line, so the next step without input tries the same line again.
+//!   line, so the next step runs the same line again.
 //! - `additional_input.save_as` (a file name, optionally with
 //!   `relative_path`) writes the step's output as an artifact the agent
 //!   created, attached to the step and the task.
@@ -62,12 +71,56 @@ fn lock_of(tenant: &str, task: &str) -> Arc<tokio::sync::Mutex<()>> {
 
 /// What a step does, decided before anything runs.
 enum Action {
-    /// Run this text as a turn; `line` is the plan line it uses up.
-    Run { text: String, line: Option<usize>, last: bool },
+    /// Run `input` (the step's own, if any), then the plan line `line` (its
+    /// index and text, if any); `last` when this ends the task's work.
+    Run { input: Option<String>, line: Option<(usize, String)>, last: bool },
     /// End the task without running anything.
     End(String),
     /// The task was already completed.
     AfterLast,
+}
+
+impl Action {
+    /// What the step did, for the step's `name`.
+    fn name(&self) -> String {
+        match self {
+            Action::Run { input: Some(_), line: Some((n, _)), .. } => format!("input, then plan line {}", n + 1),
+            Action::Run { input: None, line: Some((n, _)), .. } => format!("plan line {}", n + 1),
+            Action::Run { .. } => "input".to_string(),
+            Action::End(_) => "end".to_string(),
+            Action::AfterLast => "after the last step".to_string(),
+        }
+    }
+}
+
+/// Whether the task is a conversation (`additional_input.conversation`):
+/// its steps' inputs are turns that do not advance the plan.
+fn is_conversation(task: &Task) -> bool {
+    task.additional_input.as_ref().and_then(|a| a.get("conversation")).and_then(Value::as_bool) == Some(true)
+}
+
+/// Decides what step `number` of `task` does, given its own input.
+fn decide(task: &Task, lines: &[String], own: Option<String>, number: u64) -> Action {
+    if task.status == "completed" {
+        return Action::AfterLast;
+    }
+    if let Some(word) = own.as_deref().map(str::to_ascii_lowercase).filter(|w| matches!(w.as_str(), "done" | "stop")) {
+        return Action::End(format!("The task is completed: step {number} asked to {word}."));
+    }
+    let next = lines.get(task.lines_run).map(|text| (task.lines_run, text.clone()));
+    let last_line = task.lines_run + 1 == lines.len();
+    match (own, next) {
+        // A conversation's input is a turn of its own; the plan waits.
+        (Some(input), _) if is_conversation(task) => Action::Run { input: Some(input), line: None, last: false },
+        (input, Some(line)) => Action::Run { input, line: Some(line), last: last_line },
+        // No plan (or, in a conversation, none left): the input is the work.
+        (Some(input), None) => Action::Run { input: Some(input), line: None, last: true },
+        (None, None) => Action::End(if lines.is_empty() {
+            "The task is completed: it has no input and the step asked for nothing.".into()
+        } else {
+            "The task is completed: every line of its input has run.".into()
+        }),
+    }
 }
 
 /// Runs the next step of `task_id` and returns it, completed.
@@ -81,33 +134,12 @@ pub async fn execute(st: &Service, tenant: &str, task_id: &str, req: StepRequest
     let number = reader.step_count(task_id).await? as u64 + 1;
     let own = req.input.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(String::from);
     let lines = plan(&task);
-    let action = if task.status == "completed" {
-        Action::AfterLast
-    } else if let Some(text) = own {
-        if matches!(text.to_ascii_lowercase().as_str(), "done" | "stop") {
-            Action::End(format!("The task is completed: step {number} asked to {}.", text.to_ascii_lowercase()))
-        } else {
-            Action::Run { text, line: None, last: false }
-        }
-    } else if let Some(text) = lines.get(task.lines_run) {
-        Action::Run { text: text.clone(), line: Some(task.lines_run), last: task.lines_run + 1 == lines.len() }
-    } else {
-        Action::End(if lines.is_empty() {
-            "The task is completed: it has no input and the step asked for nothing.".into()
-        } else {
-            "The task is completed: every line of its input has run.".into()
-        })
-    };
+    let action = decide(&task, &lines, own, number);
 
     let step_id = store::new_id();
     let subject = store::step_subject(&step_id);
     let task_subject = store::task_subject(task_id);
-    let name = match &action {
-        Action::Run { line: Some(n), .. } => format!("plan line {}", n + 1),
-        Action::Run { line: None, .. } => "input".to_string(),
-        Action::End(_) => "end".to_string(),
-        Action::AfterLast => "after the last step".to_string(),
-    };
+    let name = action.name();
     // The step as asked, running.
     let mut facts = Facts::of_task(task_id);
     facts
@@ -130,11 +162,19 @@ pub async fn execute(st: &Service, tenant: &str, task_id: &str, req: StepRequest
             None,
         ),
         Action::End(why) => (why, json!({"task_completed": true}), true, None),
-        Action::Run { text, line, last } => {
-            let (answer, error) = run_turn(st, tenant, &task, text).await?;
-            match error {
-                Some(e) => (answer, json!({"agent": task.agent, "error": e}), false, None),
-                None => (answer, json!({"agent": task.agent, "task_completed": last}), last, line.map(|n| n + 1)),
+        Action::Run { input, line, last } => {
+            let ran = run_turns(st, tenant, &task, input, line.as_ref().map(|(_, text)| text.clone())).await?;
+            let mut extra = match &ran.error {
+                Some(e) => json!({"agent": task.agent, "error": e}),
+                None => json!({"agent": task.agent, "task_completed": last}),
+            };
+            if ran.answers.len() > 1 {
+                extra["answers"] = json!(ran.answers.iter().map(|(what, text)| json!({"ran": what, "output": text})).collect::<Vec<_>>());
+            }
+            let output = ran.answers.into_iter().map(|(_, text)| text).collect::<Vec<_>>().join("\n\n");
+            match ran.error {
+                Some(_) => (output, extra, false, None),
+                None => (output, extra, last, line.map(|(n, _)| n + 1)),
             }
         }
     };
@@ -219,6 +259,36 @@ fn save_as(extra: Option<&Map<String, Value>>) -> Result<Option<(String, Option<
         Some(_) => return Err(ServiceError::invalid("additional_input.relative_path must be a string")),
     };
     Ok(Some((name, path)))
+}
+
+/// What the turns of a step answered, in order (`"input"` or `"plan line"`
+/// with the text of each), and why the last one failed, if it did.
+struct Ran {
+    answers: Vec<(&'static str, String)>,
+    error: Option<String>,
+}
+
+/// Runs the step's own input, then its plan line, as turns of the task's
+/// conversation; a failed turn stops the step, so a plan line after a
+/// failed input does not run (and is not used up).
+async fn run_turns(
+    st: &Service,
+    tenant: &str,
+    task: &Task,
+    input: Option<String>,
+    line: Option<String>,
+) -> Result<Ran, ServiceError> {
+    let mut ran = Ran { answers: Vec::new(), error: None };
+    for (what, text) in [("input", input), ("plan line", line)] {
+        let Some(text) = text else { continue };
+        let (answer, error) = run_turn(st, tenant, task, text).await?;
+        ran.answers.push((what, answer));
+        if error.is_some() {
+            ran.error = error;
+            break;
+        }
+    }
+    Ok(ran)
 }
 
 /// One turn of the task's network, continuing the task's conversation:

@@ -272,6 +272,11 @@ fn agent_of(st: &Service, extra: Option<&Map<String, Value>>) -> Result<String, 
             )));
         }
     }
+    if let Some(c) = extra.and_then(|e| e.get("conversation")) {
+        if !matches!(c, Value::Bool(_) | Value::Null) {
+            return Err(ServiceError::invalid(format!("additional_input.conversation must be true or false, got {c}")));
+        }
+    }
     let agent = match extra.and_then(|e| e.get("agent")) {
         None | Some(Value::Null) => "memory".to_string(),
         Some(Value::String(s)) => s.clone(),
