@@ -133,6 +133,53 @@ async fn worked_example_history_and_retraction() {
     server.stop_ok();
 }
 
+/// `status=all` is every status, retracted included; `include_retracted`
+/// adds retracted facts to whatever statuses were asked for.
+#[tokio::test(flavor = "multi_thread")]
+async fn status_all_lists_every_status_retracted_included() {
+    let (_tmp, server) = fresh(&[]);
+    let api = Api::new(&server, None);
+    let acme = api.assert_fact(fact("Person:ann", "works_at", "Org:acme", year(2020))).await;
+    let globex = api.assert_fact(fact("Person:ann", "works_at", "Org:globex", year(2024))).await;
+    assert_eq!(globex["superseded"], json!([acme["id"]]));
+    let gone = api.assert_fact(fact("Person:ann", "lives_in", "City:oslo", year(2020))).await;
+    api.delete(&format!("/api/facts/{}", gone["id"].as_str().unwrap())).await.expect(200);
+    let mut maybe = fact("Person:ann", "speaks", "Lang:fi", year(2020));
+    maybe["confidence"] = json!(0.3);
+    let maybe = api.assert_fact(maybe).await;
+    assert_eq!(maybe["status"], "candidate");
+
+    let statuses = |facts: &[Value]| {
+        let mut by_id: Vec<(String, String)> = facts
+            .iter()
+            .map(|f| (f["id"].as_str().unwrap().to_string(), f["status"].as_str().unwrap().to_string()))
+            .collect();
+        by_id.sort();
+        by_id
+    };
+    let expected = |pairs: &[(&Value, &str)]| {
+        let mut v: Vec<(String, String)> =
+            pairs.iter().map(|(f, s)| (f["id"].as_str().unwrap().to_string(), s.to_string())).collect();
+        v.sort();
+        v
+    };
+    let every = expected(&[(&acme, "superseded"), (&globex, "active"), (&gone, "retracted"), (&maybe, "candidate")]);
+    for q in ["status=all", "status=any", "status=all&include_retracted=false", "status=all&include_retracted=true"] {
+        assert_eq!(statuses(&api.list(&format!("subject=Person:ann&{q}")).await), every, "{q}");
+    }
+    // include_retracted adds retracted facts to the statuses asked for, and only those.
+    assert_eq!(
+        statuses(&api.list("subject=Person:ann&status=active&include_retracted=true").await),
+        expected(&[(&globex, "active"), (&gone, "retracted")])
+    );
+    assert_eq!(
+        statuses(&api.list("subject=Person:ann&status=candidate,superseded").await),
+        expected(&[(&acme, "superseded"), (&maybe, "candidate")])
+    );
+    assert_eq!(statuses(&api.list("subject=Person:ann").await), expected(&[(&globex, "active")]));
+    server.stop_ok();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn batch_is_one_transaction_all_or_nothing() {
     let (_tmp, server) = fresh(&[]);
