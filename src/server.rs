@@ -1,5 +1,7 @@
 //! Starting and stopping the service.
 
+mod head_errors;
+
 use crate::config::{Config, DurabilitySetting, Listen, StorageBackendSetting};
 use crate::http::{AppState, Shared};
 use crate::service::Service;
@@ -155,9 +157,11 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()> + Send + 'stati
 /// a kept-alive connection that sits idle, and one that never sends a
 /// byte), and it may hold at most `max_headers` headers in `max_header_bytes`
 /// (431 beyond). Each accepted connection is served on one of `threads`
-/// (`crate::http_threads`: an event loop per thread). On `stop` the listener
-/// closes, every connection finishes its in-flight request and closes, the
-/// threads stop, then this returns.
+/// (`crate::http_threads`: an event loop per thread). The answers hyper
+/// writes itself for a head it cannot parse or that is over the limits get
+/// the error envelope on the way out ([`head_errors`]). On `stop` the
+/// listener closes, every connection finishes its in-flight request and
+/// closes, the threads stop, then this returns.
 async fn serve_http(
     listener: tokio::net::TcpListener,
     threads: crate::http_threads::HttpThreads,
@@ -173,6 +177,7 @@ async fn serve_http(
         .max_header_size(limits.max_header_bytes)
         // The read buffer must hold a whole head; hyper's floor is 8 KiB.
         .max_buf_size(limits.max_header_bytes.max(8192) + 1024);
+    let envelopes = Arc::new(head_errors::Envelopes::new(&limits));
     // Each connection task holds a receiver; `closed()` resolves when the
     // last one is gone.
     let (open_tx, open_rx) = watch::channel(());
@@ -196,12 +201,20 @@ async fn serve_http(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let writing = head_errors::Writing::default();
+        let service = hyper_util::service::TowerToHyperService::new(
+            tower::ServiceExt::<hyper::Request<hyper::body::Incoming>>::map_response(
+                app.clone(),
+                head_errors::track(&writing),
+            ),
+        );
         let builder = builder.clone();
+        let envelopes = Arc::clone(&envelopes);
         let mut stop = stop.clone();
         let open = open_rx.clone();
         let handed = threads.hand(tcp, move |tcp| async move {
-            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service).with_upgrades();
+            let io = head_errors::HeadErrorIo::new(tcp, envelopes, writing);
+            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(io), service).with_upgrades();
             tokio::pin!(conn);
             let stopping = async move {
                 let _ = stop.wait_for(|s| *s).await;

@@ -1,7 +1,8 @@
 //! Slow and hostile clients against a real server process, over raw
 //! sockets: a client trickling its request head (slowloris) is cut off after
 //! `header_read_timeout_secs`, so is an idle kept-alive connection; an
-//! oversized head or too many headers get 431; two hundred slow clients do
+//! oversized head or too many headers get 431, and every answer to a head
+//! the server refuses (431, 400, 414) carries the error envelope; two hundred slow clients do
 //! not keep a normal one from being served; a request that outlives
 //! `request_timeout_secs` gets 503 while streams are exempt; and a NeuroDock
 //! packet that never ends, or a silent NeuroDock connection, is dropped.
@@ -148,6 +149,106 @@ async fn oversized_heads_get_431() {
     sock.write_all(head.as_bytes()).await.unwrap();
     let got = text(&read_until_closed(&mut sock, CLOSED_WITHIN).await);
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    server.stop_ok();
+}
+
+/// One raw HTTP/1.1 answer: its status, its header lines and its body.
+struct RawAnswer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl RawAnswer {
+    /// The first answer in `bytes`, whose body is `content-length` long; the
+    /// bytes after it.
+    fn parse(bytes: &[u8]) -> (RawAnswer, &[u8]) {
+        let end = bytes.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or_else(|| panic!("no head: {}", text(bytes)));
+        let head = std::str::from_utf8(&bytes[..end]).unwrap();
+        let mut lines = head.split("\r\n");
+        let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+        let headers: Vec<(String, String)> = lines
+            .map(|l| l.split_once(':').unwrap())
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        let length: usize = headers.iter().find(|(k, _)| k == "content-length").expect("content-length").1.parse().unwrap();
+        let rest = &bytes[end + 4..];
+        assert!(rest.len() >= length, "body shorter than its content-length: {}", text(bytes));
+        (RawAnswer { status, headers, body: rest[..length].to_vec() }, &rest[length..])
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Asserts the status and the `{"error":{"code","message"}}` envelope.
+    #[track_caller]
+    fn expect_error(&self, status: u16, code: &str) {
+        assert_eq!(self.status, status, "{}", text(&self.body));
+        assert_eq!(self.header("content-type"), Some("application/json"));
+        let v: Value = serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("{e}: {}", text(&self.body)));
+        assert_eq!(v["error"]["code"], code, "{v}");
+        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+        assert_eq!(v.as_object().unwrap().len(), 1, "{v}");
+        assert_eq!(v["error"].as_object().unwrap().len(), 2, "{v}");
+    }
+}
+
+/// Sends `request` whole on a new connection and reads until the server closes it.
+async fn exchange(addr: &str, request: &[u8]) -> Vec<u8> {
+    let mut sock = TcpStream::connect(addr).await.unwrap();
+    sock.write_all(request).await.unwrap();
+    read_until_closed(&mut sock, CLOSED_WITHIN).await
+}
+
+/// The answers hyper itself writes for heads it refuses (over the limits,
+/// unparsable, a URI too long) carry the error envelope like every other
+/// error, with their status kept; the connection is then closed.
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_heads_are_answered_with_the_envelope() {
+    // A head may be 80 000 bytes: a URI of 70 000 fits in it but is too long for a URI.
+    let (_tmp, server) = fresh(&[("TEMPORA_MAX_HEADER_BYTES", "80000"), ("TEMPORA_MAX_HEADERS", "50")]);
+    let addr = server.authority().to_string();
+
+    let big = format!("GET /api/health HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n", "a".repeat(100 * 1024));
+    let got = exchange(&addr, big.as_bytes()).await;
+    let (answer, _) = RawAnswer::parse(&got);
+    answer.expect_error(431, "HeadersTooLarge");
+    assert_eq!(answer.header("connection"), Some("close"));
+    let message = serde_json::from_slice::<Value>(&answer.body).unwrap()["error"]["message"].to_string();
+    assert!(message.contains("80000") && message.contains("max_header_bytes"), "{message}");
+
+    let mut many = String::from("GET /api/health HTTP/1.1\r\nHost: localhost\r\n");
+    for i in 0..200 {
+        many.push_str(&format!("X-H{i}: c\r\n"));
+    }
+    many.push_str("\r\n");
+    RawAnswer::parse(&exchange(&addr, many.as_bytes()).await).0.expect_error(431, "HeadersTooLarge");
+
+    for garbage in [&b"GARBAGE\r\n\r\n"[..], b"GET /api/health HTTP/1.1\r\nHost: localhost\r\nBad Header: 1\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n"] {
+        let got = exchange(&addr, garbage).await;
+        RawAnswer::parse(&got).0.expect_error(400, "BadRequest");
+    }
+
+    let long_uri = format!("GET /api/health?q={} HTTP/1.1\r\nHost: localhost\r\n\r\n", "u".repeat(70_000));
+    RawAnswer::parse(&exchange(&addr, long_uri.as_bytes()).await).0.expect_error(414, "UriTooLong");
+
+    // On a kept-alive connection: the app's answer goes out untouched, then
+    // the refused head that follows it gets the envelope.
+    let two = [b"GET /api/health HTTP/1.1\r\nHost: localhost\r\n\r\n".to_vec(), b"NOT HTTP AT ALL\r\n\r\n".to_vec()].concat();
+    let got = exchange(&addr, &two).await;
+    let (first, rest) = RawAnswer::parse(&got);
+    assert_eq!(first.status, 200, "{}", text(&got));
+    assert_eq!(serde_json::from_slice::<Value>(&first.body).unwrap(), json!({"ok": true}));
+    let (second, rest) = RawAnswer::parse(rest);
+    second.expect_error(400, "BadRequest");
+    assert!(rest.is_empty(), "{}", text(rest));
+
+    // The app's own errors are its own, and normal requests are served.
+    let api = Api::new(&server, None);
+    api.get("/api/health").await.expect(200);
+    api.get("/api/nope").await.expect_error(404, "NotFound");
+    api.post("/api/facts", &json!({"subject": ""})).await.expect_error(400, "SchemaInvalid");
     server.stop_ok();
 }
 
