@@ -53,6 +53,21 @@ pub fn error(code: &str, message: impl Into<String>, about: Option<&str>) -> Val
     packet(ERROR, data)
 }
 
+/// A `TOOL_ADDED` answer. `tool` is the definition the server holds (a
+/// built-in's own when `builtin_note` says the tool is built in);
+/// `ignored` names the fields of the `ADD_TOOL` it did not read, and is
+/// left out when there are none.
+pub fn tool_added(name: &str, tool: Value, builtin_note: Option<String>, ignored: &[String]) -> Value {
+    let mut data = json!({"name": name, "tool": tool, "builtin": builtin_note.is_some()});
+    if let Some(note) = builtin_note {
+        data["note"] = json!(note);
+    }
+    if !ignored.is_empty() {
+        data["ignored"] = json!(ignored);
+    }
+    packet(TOOL_ADDED, data)
+}
+
 /// Puts the tools' results into the message: `%N` is replaced by the N-th
 /// result (from 0) as compact JSON; results the message does not refer to
 /// lead it, one per line, in order. A `%` not followed by the number of a

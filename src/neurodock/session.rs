@@ -9,7 +9,7 @@
 use super::error::{code, packet_error};
 use super::framing::{self, Decoder, Item};
 use super::packets::{self, Packet};
-use crate::service::client_tools::{self as tools, ToolSpec};
+use crate::service::client_tools::{self as tools, CheckedTool, Registration, ToolSpec};
 use crate::service::principal::{Credentials, DEFAULT_TENANT};
 use crate::service::Service;
 use crate::service::chat::turn;
@@ -256,7 +256,7 @@ async fn dispatch(
     match p.kind.as_str() {
         packets::ADD_TOOL => {
             let reply = match add_tool(shared, conn, &t, &p.data).await {
-                Ok(spec) => packets::packet(packets::TOOL_ADDED, json!({"name": spec.name, "tool": spec})),
+                Ok(added) => added,
                 Err((code, m)) => fail(code, m),
             };
             conn.send(&reply).await;
@@ -336,13 +336,23 @@ async fn auth(shared: &Shared, conn: &Conn, tenant: &mut Option<String>, p: Pack
     }
 }
 
+/// Registers a client's tool and answers `TOOL_ADDED`. A built-in tool
+/// declared with its own shape is acknowledged but neither stored nor
+/// routed to the client: the server keeps running it.
 async fn add_tool(
     shared: &Shared,
     conn: &Arc<Conn>,
     tenant: &str,
     data: &Map<String, Value>,
-) -> Result<ToolSpec, (&'static str, String)> {
-    let spec = tools::check_tool(data).map_err(packet_error)?;
+) -> Result<Value, (&'static str, String)> {
+    let checked = tools::check_tool(data).map_err(packet_error)?;
+    warn_ignored(tenant, &checked);
+    let spec = match checked.registration {
+        Registration::Builtin(b) => {
+            return Ok(packets::tool_added(b.name, b.definition(), Some(b.note()), &checked.ignored))
+        }
+        Registration::Client(spec) => spec,
+    };
     {
         let mine = lock(&conn.tools);
         if mine.len() >= MAX_TOOLS_PER_CONNECTION && !mine.contains_key(&spec.name) {
@@ -356,7 +366,29 @@ async fn add_tool(
         .map_err(|e| (code(&e), format!("the tool could not be stored: {e}")))?;
     lock(&conn.tools).insert(spec.name.clone(), spec.clone());
     lock(&shared.servers).insert((tenant.to_string(), spec.name.clone()), (Arc::clone(conn), spec.clone()));
-    Ok(spec)
+    Ok(packets::tool_added(&spec.name, json!(spec), None, &checked.ignored))
+}
+
+/// Most ignored field names one log line shows, and the most of each name.
+const LOGGED_FIELDS: usize = 16;
+const LOGGED_FIELD_CHARS: usize = 64;
+
+/// Logs the fields an `ADD_TOOL` carried that the server does not read, so
+/// an operator sees a client expecting more than it gets. Names only (a
+/// value may be anything the client holds), and bounded: the names are the
+/// client's, of any number and length.
+fn warn_ignored(tenant: &str, checked: &CheckedTool) {
+    if checked.ignored.is_empty() {
+        return;
+    }
+    let fields: Vec<String> = checked
+        .ignored
+        .iter()
+        .take(LOGGED_FIELDS)
+        .map(|f| f.chars().take(LOGGED_FIELD_CHARS).collect())
+        .collect();
+    let tool: String = checked.name().chars().take(tools::MAX_TOOL_NAME).collect();
+    tracing::warn!(tenant, tool, ?fields, count = checked.ignored.len(), "ADD_TOOL fields ignored");
 }
 
 fn read_query(tenant: String, mut data: Map<String, Value>) -> Result<Query, String> {
@@ -482,7 +514,10 @@ async fn call_tool(
                     .client_tool(tenant, &call.name)
                     .await
                     .map_err(|e| (code(&e), format!("tools could not be read: {e}")))?
-                    .ok_or_else(|| ("UnknownTool", format!("no tool named {}", call.name)))?;
+                    .ok_or_else(|| {
+                        let builtins = tools::builtin_names();
+                        ("UnknownTool", format!("no tool named {} (the built-in ones are {builtins})", call.name))
+                    })?;
                 (Arc::clone(conn), spec)
             }
         },

@@ -389,3 +389,139 @@ async fn tools_survive_a_restart_and_queries_are_conversations() {
     assert_eq!(api.list("subject=Tool:weather").await.len(), 5);
     server.stop_ok();
 }
+
+/// The seed's own example of `get_current_date`, sent as the seed writes it.
+fn seed_get_current_date() -> Value {
+    json!({"name": "get_current_date", "description": "Get the current date", "required": [], "response": "string"})
+}
+
+#[tokio::test]
+async fn the_seeds_get_current_date_is_taken_as_the_builtin_and_stays_server_side() {
+    let (_tmp, server) = start(&[]);
+    let mut c = Nd::connect(&server).await;
+    c.send("ADD_TOOL", seed_get_current_date()).await;
+    let added = c.expect("TOOL_ADDED").await;
+    assert_eq!(added["name"], "get_current_date", "{added}");
+    assert_eq!(added["builtin"], true, "{added}");
+    assert!(added["note"].as_str().unwrap().contains("nothing was stored"), "{added}");
+    assert_eq!(added["tool"]["response"], "string", "{added}");
+    assert_eq!(added["tool"]["arguments"], json!([]), "{added}");
+    assert!(added.get("ignored").is_none(), "{added}");
+
+    // The seed's query: answered by the server's own tool, no TOOL_CALL.
+    c.send("QUERY", json!({"message": "This is the current data %0", "tools": ["get_current_date"]})).await;
+    let r = c.expect("RESPONSE").await;
+    let result = &r["tools"][0];
+    assert_eq!(result["tool"], "get_current_date", "{r}");
+    assert!(result["result"].as_str().unwrap().contains(" UTC "), "{r}");
+    assert_eq!(r["query"], format!("This is the current data {result}"));
+    // The same from another connection of the tenant: still not routed to the client.
+    let mut other = Nd::connect(&server).await;
+    other.send("QUERY", json!({"message": "%0", "tools": ["get_current_date"]})).await;
+    assert_eq!(other.expect("RESPONSE").await["tools"][0]["tool"], "get_current_date");
+    let api = Api::new(&server, None);
+    assert!(api.list("subject=Tool:get_current_date").await.is_empty(), "a built-in is not stored");
+
+    // Declared with another shape, a built-in name is refused, its shape shown.
+    c.send("ADD_TOOL", json!({"name": "get_current_date", "description": "in a zone",
+        "arguments": [{"type": "string", "name": "zone"}], "response": "string"}))
+    .await;
+    let e = c.expect_error("BadRequest").await;
+    assert_eq!(e["about"], "ADD_TOOL");
+    let m = e["message"].as_str().unwrap();
+    assert!(m.contains("get_current_date is a built-in tool"), "{m}");
+    assert!(m.contains(r#"{"arguments":[],"required":[],"response":"string"}"#), "{m}");
+    assert!(m.contains("choose another name"), "{m}");
+    // So is remember declared with fewer arguments than it takes.
+    c.send("ADD_TOOL", json!({"name": "remember", "description": "d",
+        "arguments": [{"type": "string", "name": "subject"}], "required": ["subject"]}))
+    .await;
+    let m = c.expect_error("BadRequest").await["message"].as_str().unwrap().to_string();
+    assert!(m.contains(r#""required":["subject","predicate","object"]"#), "{m}");
+    // The connection goes on, and the built-in still answers.
+    c.send("QUERY", json!({"message": "%0", "tools": ["get_current_date"]})).await;
+    assert_eq!(c.expect("RESPONSE").await["tools"][0]["tool"], "get_current_date");
+    server.stop_ok();
+}
+
+#[tokio::test]
+async fn unknown_tool_fields_are_ignored_and_reported() {
+    let (_tmp, server) = start(&[]);
+    let mut c = Nd::connect(&server).await;
+    let mut tool = weather_tool(5000);
+    tool["category"] = json!("secret-category-value");
+    tool["arguments"][0]["unit"] = json!("celsius");
+    c.send("ADD_TOOL", tool).await;
+    let added = c.expect("TOOL_ADDED").await;
+    assert_eq!(added["ignored"], json!(["category", "arguments[0].unit"]), "{added}");
+    assert_eq!(added["builtin"], false, "{added}");
+    assert_eq!(added["tool"]["arguments"], json!([{"type": "string", "name": "city"}]), "{added}");
+
+    // The tool works as if the fields were not there.
+    c.send("QUERY", json!({"message": "%0", "tools": [{"name": "weather", "arguments": {"city": "Oslo"}}]})).await;
+    let call = c.expect("TOOL_CALL").await;
+    c.send("TOOL_RESULT", json!({"id": call["id"], "result": "sunny"})).await;
+    assert!(c.expect("RESPONSE").await["query"].as_str().unwrap().contains("sunny"));
+    let api = Api::new(&server, None);
+    assert_eq!(api.list("subject=Tool:weather").await.len(), 5, "nothing stored for the ignored fields");
+
+    // A known field of the wrong type is still refused.
+    c.send("ADD_TOOL", json!({"name": "t", "description": ["not", "a", "string"], "category": "x"})).await;
+    c.expect_error("BadRequest").await;
+
+    // The log names the fields, never their values.
+    let logged = || server.stderr().lines().any(|l| l.contains("ADD_TOOL fields ignored") && l.contains("category"));
+    for _ in 0..50 {
+        if logged() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(logged(), "{}", server.stderr());
+    assert!(!server.stderr().contains("secret-category-value"));
+    server.stop_ok();
+}
+
+#[tokio::test]
+async fn type_names_are_aliases_stored_canonically() {
+    let (_tmp, server) = start(&[]);
+    let mut c = Nd::connect(&server).await;
+    c.send("ADD_TOOL", json!({"name": "lookup", "description": "Looks things up", "response": "Dict",
+        "arguments": [
+            {"type": "STR", "name": "key"}, {"type": "long", "name": "count"},
+            {"type": "list", "name": "tags"}, {"type": "Dict", "name": "filter"}
+        ], "required": ["key"]}))
+    .await;
+    let added = c.expect("TOOL_ADDED").await;
+    let canonical = json!([
+        {"type": "string", "name": "key"}, {"type": "integer", "name": "count"},
+        {"type": "array", "name": "tags"}, {"type": "object", "name": "filter"}
+    ]);
+    assert_eq!(added["tool"]["arguments"], canonical, "{added}");
+    assert_eq!(added["tool"]["response"], "object", "{added}");
+    let api = Api::new(&server, None);
+    assert_eq!(api.list("subject=Tool:lookup&predicate=tool.arguments").await[0]["object"], canonical);
+    assert_eq!(api.list("subject=Tool:lookup&predicate=tool.response").await[0]["object"], "object");
+
+    // Calls are checked against the canonical types.
+    let two = json!({"key": "k", "count": "two"});
+    c.send("QUERY", json!({"message": "x", "tools": [{"name": "lookup", "arguments": two}]})).await;
+    c.expect_error("BadRequest").await;
+    let args = json!({"key": "k", "count": 2, "tags": ["a"], "filter": {"a": 1}});
+    c.send("QUERY", json!({"message": "%0", "tools": [{"name": "lookup", "arguments": args}]})).await;
+    let call = c.expect("TOOL_CALL").await;
+    assert_eq!(call["arguments"], args);
+    c.send("TOOL_RESULT", json!({"id": call["id"], "result": {"found": true}})).await;
+    c.expect("RESPONSE").await;
+
+    // A type no name stands for: refused, with every accepted name listed.
+    c.send("ADD_TOOL", json!({"name": "t", "description": "d", "arguments": [{"type": "complex", "name": "z"}]})).await;
+    let e = c.expect_error("BadRequest").await;
+    let m = e["message"].as_str().unwrap();
+    for name in ["string", "str", "text", "integer", "int", "long", "short", "number", "float", "double", "boolean", "bool",
+        "object", "dict", "map", "array", "list"]
+    {
+        assert!(m.contains(name), "{name} missing from: {m}");
+    }
+    server.stop_ok();
+}
