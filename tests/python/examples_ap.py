@@ -26,6 +26,7 @@ import sys
 import tempfile
 import urllib.request
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from examples_common import ExampleTimeout, check, example_source, finish, python, run, run_example, serve, tail  # noqa: E402
 

@@ -23,6 +23,7 @@ import re
 import socket
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from examples_common import EXAMPLES, EXAMPLE_SECONDS, check, finish, run, serve  # noqa: E402
 

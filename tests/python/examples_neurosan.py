@@ -25,6 +25,7 @@ import os
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from examples_common import EXAMPLES, ExampleTimeout, check, finish, python, run, run_example, serve, tail  # noqa: E402
 

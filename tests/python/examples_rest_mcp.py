@@ -45,6 +45,7 @@ import urllib.parse
 
 import jsonschema
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from examples_common import (  # noqa: E402
     EXAMPLE_SECONDS, ROOT, ExampleTimeout, check, example_source, finish, python, run, run_example, serve, tail)
