@@ -137,7 +137,16 @@ pub struct AuthConfig {
     /// its own host.
     #[serde(default)]
     pub tenant_host: Option<String>,
+    /// How long a console session (`POST /api/session`) lasts, in seconds;
+    /// default [`DEFAULT_SESSION_LIFETIME_SECS`].
+    #[serde(default)]
+    pub session_lifetime_secs: Option<u64>,
 }
+
+/// A console session lasts a working day unless configured otherwise.
+pub const DEFAULT_SESSION_LIFETIME_SECS: u64 = 12 * 3600;
+/// Longer than a year is a typo, not a setting.
+const MAX_SESSION_LIFETIME_SECS: u64 = 366 * 24 * 3600;
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -365,6 +374,13 @@ impl Config {
         if let Some(v) = env("TEMPORA_TENANT_HOST") {
             auth.tenant_host = Some(v);
         }
+        if let Some(v) = env("TEMPORA_SESSION_LIFETIME_SECS") {
+            auth.session_lifetime_secs = Some(
+                v.trim()
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("TEMPORA_SESSION_LIFETIME_SECS: {v:?} is not a number of seconds"))?,
+            );
+        }
         validate_auth(&auth)?;
         let d = Limits::default();
         let fl = file_cfg.limits;
@@ -566,6 +582,11 @@ fn validate_auth(a: &AuthConfig) -> Result<()> {
             bail!("tenant_host must contain {{tenant}}, e.g. \"{{tenant}}.example.com\"");
         }
     }
+    if let Some(secs) = a.session_lifetime_secs {
+        if !(1..=MAX_SESSION_LIFETIME_SECS).contains(&secs) {
+            bail!("session_lifetime_secs (TEMPORA_SESSION_LIFETIME_SECS) must be from 1 to {MAX_SESSION_LIFETIME_SECS}, got {secs}");
+        }
+    }
     Ok(())
 }
 
@@ -647,6 +668,22 @@ mod tests {
         let dup = env_of(&[("TEMPORA_TENANT_KEYS", "a=same-key-1,b=same-key-1")]);
         assert!(Config::load(None, &dup, Overrides::default()).is_err());
         assert!(Config::load(None, &env_of(&[]), Overrides::default()).unwrap().auth.is_open());
+    }
+
+    #[test]
+    fn the_session_lifetime_comes_from_the_file_or_the_environment() {
+        assert_eq!(Config::load(None, &env_of(&[]), Overrides::default()).unwrap().auth.session_lifetime_secs, None);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(&file, "[auth]\nsession_lifetime_secs = 3600\n").unwrap();
+        let c = Config::load(Some(&file), &env_of(&[]), Overrides::default()).unwrap();
+        assert_eq!(c.auth.session_lifetime_secs, Some(3600));
+        let env = env_of(&[("TEMPORA_SESSION_LIFETIME_SECS", "2")]);
+        assert_eq!(Config::load(Some(&file), &env, Overrides::default()).unwrap().auth.session_lifetime_secs, Some(2));
+        for bad in ["0", "soon", "99999999999"] {
+            let env = env_of(&[("TEMPORA_SESSION_LIFETIME_SECS", bad)]);
+            assert!(Config::load(None, &env, Overrides::default()).is_err(), "{bad}");
+        }
     }
 
     #[test]

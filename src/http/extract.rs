@@ -7,6 +7,7 @@ use crate::service::principal::Credentials;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HOST};
 use axum::http::request::Parts;
+use axum::http::HeaderMap;
 use serde::de::DeserializeOwned;
 
 pub const SESSION_COOKIE: &str = "tempora_session";
@@ -22,9 +23,14 @@ pub fn bearer(parts: &Parts) -> Option<&str> {
     crate::service::principal::bearer_token(parts.headers.get(AUTHORIZATION)?.to_str().ok()?)
 }
 
+/// The session cookie's value: an opaque session id (`http/session.rs`).
 pub fn session_cookie(parts: &Parts) -> Option<&str> {
-    parts
-        .headers
+    session_cookie_in(&parts.headers)
+}
+
+/// [`session_cookie`], from the headers alone.
+pub fn session_cookie_in(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())

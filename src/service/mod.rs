@@ -18,6 +18,7 @@ pub mod ops;
 pub mod params;
 pub mod principal;
 pub mod recall;
+pub mod sessions;
 pub mod start;
 pub mod tasks;
 pub mod tools;

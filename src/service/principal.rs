@@ -1,7 +1,7 @@
 //! Who is calling: what a caller presents, on any wire, resolved once to a
 //! principal and the tenant its request is about. HTTP and SSE (the
-//! `Authorization` header or the console's session cookie), `/mcp`, gRPC
-//! metadata and NeuroDock's `AUTH` packet all come here.
+//! `Authorization` header or the console's session cookie, `sessions.rs`),
+//! `/mcp`, gRPC metadata and NeuroDock's `AUTH` packet all come here.
 
 use super::error::{Result, ServiceError};
 use super::Service;
@@ -13,7 +13,8 @@ pub struct Credentials<'a> {
     /// A bearer key (`Authorization: Bearer`, gRPC `authorization`
     /// metadata, NeuroDock's `AUTH` key).
     pub bearer: Option<&'a str>,
-    /// The console's session cookie, used when no bearer key is given.
+    /// The console's session cookie (an opaque session id,
+    /// `sessions.rs`), used when no bearer key is given.
     pub session: Option<&'a str>,
     /// The `Host` the request was sent to (a tenant key may be bound to
     /// its tenant's host name).
@@ -51,28 +52,7 @@ pub fn bearer_token(authorization: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// What signing in with a key gives the console: its scope, and the
-/// tenant for a tenant key (or open mode).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Session {
-    pub scope: Scope,
-    pub tenant: Option<String>,
-}
-
 impl Service {
-    /// Checks a key a person signs in with (the console). In open mode any
-    /// key will do; a wrong key is `Unauthorized`, since saying so discloses
-    /// nothing the person did not type.
-    pub fn sign_in(&self, key: &str, host: Option<&str>) -> Result<Session> {
-        if self.auth.is_open() {
-            return Ok(Session { scope: Scope::Open, tenant: Some(DEFAULT_TENANT.to_string()) });
-        }
-        match self.auth.check_key(key, host).ok_or(ServiceError::Unauthorized)? {
-            Principal::Tenant(t) => Ok(Session { scope: Scope::Tenant, tenant: Some(t) }),
-            Principal::Admin => Ok(Session { scope: Scope::Admin, tenant: None }),
-        }
-    }
-
     /// Whether the server runs in open mode (no keys: one tenant, `default`).
     pub fn is_open(&self) -> bool {
         self.auth.is_open()
@@ -99,10 +79,7 @@ impl Service {
         credentials: &Credentials<'_>,
         named: impl FnOnce() -> Option<String>,
     ) -> Result<Caller> {
-        let principal = self
-            .auth
-            .resolve(credentials.bearer, credentials.session, credentials.host)
-            .ok_or_else(ServiceError::not_found)?;
+        let principal = self.principal_of(credentials)?.ok_or_else(ServiceError::not_found)?;
         let tenant = match &principal {
             Principal::Tenant(t) => Some(t.clone()),
             // An admin may name configured tenants only: a typo must not
@@ -113,5 +90,18 @@ impl Service {
             },
         };
         Ok(Caller { principal, tenant })
+    }
+
+    /// Who the credentials stand for: in open mode anyone is the default
+    /// tenant; in keyed mode a bearer key, else the session cookie.
+    fn principal_of(&self, credentials: &Credentials<'_>) -> Result<Option<Principal>> {
+        if self.auth.is_open() {
+            return Ok(Some(Principal::Tenant(DEFAULT_TENANT.to_string())));
+        }
+        match (credentials.bearer, credentials.session) {
+            (Some(key), _) => Ok(self.auth.check_key(key, credentials.host)),
+            (None, Some(id)) => self.session_principal(id, credentials.host),
+            (None, None) => Ok(None),
+        }
     }
 }

@@ -225,6 +225,9 @@ async fn session_cookie_login_use_and_logout() {
     assert!(cookie.contains("HttpOnly"), "{cookie}");
     assert!(!cookie.contains("Max-Age=0"), "{cookie}");
     let pair = cookie.split(';').next().unwrap().to_string();
+    // The cookie is an opaque session id, not the key.
+    let value = session_id(&cookie);
+    assert!(!value.contains(NAS_KEY) && value != NAS_KEY, "{cookie}");
 
     // Only the cookie: the request is nas's.
     let r = send(anonymous.http.get(server.url("/api/facts?subject=Person:sarah")).header("cookie", pair.clone())).await;
@@ -245,9 +248,166 @@ async fn session_cookie_login_use_and_logout() {
     assert!(cleared.starts_with("tempora_session=;") && cleared.contains("Max-Age=0"), "{cleared}");
     send(jar.get(server.url("/api/stats"))).await.expect_hidden();
 
-    // An admin token makes an admin session.
+    // An admin token makes an admin session, which names its tenant.
     let a = anonymous.post("/api/session", &json!({"key": ADMIN})).await;
     assert_eq!(a.expect(200)["scope"], "admin");
+    let admin = a.header("set-cookie").unwrap().split(';').next().unwrap().to_string();
+    assert!(!admin.contains(ADMIN), "{admin}");
+    let r = send(anonymous.http.get(server.url("/api/facts?tenant=nas&subject=Person:sarah")).header("cookie", admin)).await;
+    assert_eq!(ids(r.expect(200).as_array().unwrap()), vec![f["id"].as_str().unwrap()]);
+    server.stop_ok();
+}
+
+/// The value of the `tempora_session` cookie a `Set-Cookie` header sets.
+fn session_id(set_cookie: &str) -> String {
+    let pair = set_cookie.split(';').next().unwrap();
+    pair.strip_prefix("tempora_session=").unwrap_or_else(|| panic!("{set_cookie}")).to_string()
+}
+
+/// Signs in with `key`; the `Set-Cookie` header and the `name=value` pair to send back.
+async fn sign_in(server: &Server, key: &str, headers: &[(&str, &str)]) -> (String, String) {
+    let mut r = client().post(server.url("/api/session")).json(&json!({"key": key}));
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    let r = send(r).await;
+    r.expect(200);
+    let set = r.header("set-cookie").expect("Set-Cookie").to_string();
+    let pair = set.split(';').next().unwrap().to_string();
+    (set, pair)
+}
+
+/// GET `path` with only the cookie `pair`.
+async fn with_cookie(server: &Server, path: &str, pair: &str) -> Resp {
+    send(client().get(server.url(path)).header("cookie", pair)).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_session_cookie_is_an_opaque_server_side_session() {
+    let (tmp, server) = fresh(&keyed());
+    let nas = Api::new(&server, Some(NAS_KEY));
+    let f = nas.assert_fact(fact("Person:sarah", "Org:acme")).await;
+    let mine = vec![f["id"].as_str().unwrap().to_string()];
+
+    let (set, pair) = sign_in(&server, NAS_KEY, &[]).await;
+    let id = session_id(&set);
+    assert_eq!(id.len(), 64, "{set}");
+    assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{set}");
+    assert!(!id.contains(NAS_KEY), "{set}");
+    let attributes: Vec<&str> = set.split(';').skip(1).map(str::trim).collect();
+    for a in ["HttpOnly", "SameSite=Lax", "Path=/", "Max-Age=43200"] {
+        assert!(attributes.contains(&a), "{a} missing: {set}");
+    }
+    assert!(!attributes.contains(&"Secure"), "Secure over plain HTTP: {set}");
+
+    // A scoped read with the cookie alone; a second sign-in is another session.
+    let r = with_cookie(&server, "/api/facts?subject=Person:sarah", &pair).await;
+    assert_eq!(ids(r.expect(200).as_array().unwrap()), mine);
+    let (set2, pair2) = sign_in(&server, NAS_KEY, &[]).await;
+    assert_ne!(session_id(&set2), id);
+
+    // Signing out ends the session on the server: the same cookie, replayed
+    // by anyone, is refused; the other session goes on.
+    let out = send(client().delete(server.url("/api/session")).header("cookie", pair.clone())).await;
+    out.expect(200);
+    assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
+    with_cookie(&server, "/api/facts?subject=Person:sarah", &pair).await.expect_hidden();
+    with_cookie(&server, "/api/stats", &pair).await.expect_hidden();
+    assert_eq!(with_cookie(&server, "/api/stats", &pair2).await.expect(200)["tenant"], "nas");
+    // Signing out again, or with a cookie that is no session, is still fine.
+    send(client().delete(server.url("/api/session")).header("cookie", pair.clone())).await.expect(200);
+    send(client().delete(server.url("/api/session")).header("cookie", format!("tempora_session={NAS_KEY}"))).await.expect(200);
+    // The key itself as the cookie is no session.
+    with_cookie(&server, "/api/stats", &format!("tempora_session={NAS_KEY}")).await.expect_hidden();
+    // A bearer key still wins over the cookie.
+    let r = send(client().get(server.url("/api/stats")).header("cookie", pair2.clone()).bearer_auth(ACME_KEY)).await;
+    assert_eq!(r.expect(200)["tenant"], "acme");
+    send(client().get(server.url("/api/stats")).header("cookie", pair2.clone()).bearer_auth("wrong-key-123")).await.expect_hidden();
+
+    // Secure when a TLS-terminating proxy says the browser used HTTPS.
+    for proxy in [
+        [("x-forwarded-proto", "https")],
+        [("x-forwarded-proto", "HTTPS, http")],
+        [("forwarded", "for=192.0.2.60;proto=https;by=203.0.113.43")],
+        [("forwarded", "For=\"[2001:db8:cafe::17]\";Proto=\"https\", for=10.0.0.1;proto=http")],
+    ] {
+        let (set, _) = sign_in(&server, NAS_KEY, &proxy).await;
+        assert!(set.split(';').any(|a| a.trim() == "Secure"), "{proxy:?}: {set}");
+    }
+    for proxy in [[("x-forwarded-proto", "http")], [("forwarded", "for=192.0.2.60;proto=http")]] {
+        let (set, _) = sign_in(&server, NAS_KEY, &proxy).await;
+        assert!(!set.contains("Secure"), "{proxy:?}: {set}");
+    }
+    let out = send(client().delete(server.url("/api/session")).header("x-forwarded-proto", "https")).await;
+    assert!(out.header("set-cookie").unwrap().contains("; Secure"));
+
+    // Neither the key nor a live cookie is anywhere in the data directory.
+    server.stop_ok();
+    let mut files = vec![tmp.path().join("data")];
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let bytes = std::fs::read(&p).unwrap();
+        for secret in [NAS_KEY, &session_id(&set2)] {
+            assert!(!bytes.windows(secret.len()).any(|w| w == secret.as_bytes()), "{secret} in {}", p.display());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_ends_after_its_lifetime() {
+    let mut env = keyed();
+    env.push(("TEMPORA_SESSION_LIFETIME_SECS", "1"));
+    let (_tmp, server) = fresh(&env);
+    let (set, pair) = sign_in(&server, NAS_KEY, &[]).await;
+    assert!(set.split(';').any(|a| a.trim() == "Max-Age=1"), "{set}");
+    assert_eq!(with_cookie(&server, "/api/stats", &pair).await.expect(200)["tenant"], "nas");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    with_cookie(&server, "/api/stats", &pair).await.expect_hidden();
+    // A new sign-in is a new session.
+    let (_, fresh_pair) = sign_in(&server, NAS_KEY, &[]).await;
+    assert_eq!(with_cookie(&server, "/api/stats", &fresh_pair).await.expect(200)["tenant"], "nas");
+    server.stop_ok();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_outlive_a_restart_but_not_their_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let server = Server::start(&data, &keyed());
+    let (_, nas) = sign_in(&server, NAS_KEY, &[]).await;
+    let (_, acme) = sign_in(&server, ACME_KEY, &[]).await;
+    let (_, admin) = sign_in(&server, ADMIN, &[]).await;
+    server.stop_ok();
+
+    // Same keys: every session goes on.
+    let server = Server::start(&data, &keyed());
+    assert_eq!(with_cookie(&server, "/api/stats", &nas).await.expect(200)["tenant"], "nas");
+    assert_eq!(with_cookie(&server, "/api/stats", &acme).await.expect(200)["tenant"], "acme");
+    with_cookie(&server, "/api/stats?tenant=acme", &admin).await.expect(200);
+    server.stop_ok();
+
+    // nas's key rotated out, the admin token too: their sessions end; acme's goes on.
+    let rotated = [("TEMPORA_TENANT_KEYS", "nas=nas-key-2,acme=acme-key-1"), ("TEMPORA_ADMIN_TOKENS", "adm-secret-2")];
+    let server = Server::start(&data, &rotated);
+    with_cookie(&server, "/api/stats", &nas).await.expect_hidden();
+    with_cookie(&server, "/api/stats?tenant=acme", &admin).await.expect_hidden();
+    assert_eq!(with_cookie(&server, "/api/stats", &acme).await.expect(200)["tenant"], "acme");
+    server.stop_ok();
+
+    // Moved to another tenant, acme's key ends acme's session; and the
+    // ended ones stay ended when the old keys come back.
+    let moved = [("TEMPORA_TENANT_KEYS", "nas=acme-key-1,acme=acme-key-2"), ("TEMPORA_ADMIN_TOKENS", ADMIN)];
+    let server = Server::start(&data, &moved);
+    with_cookie(&server, "/api/stats", &acme).await.expect_hidden();
+    server.stop_ok();
+    let server = Server::start(&data, &keyed());
+    for pair in [&nas, &acme] {
+        with_cookie(&server, "/api/stats", pair).await.expect_hidden();
+    }
+    with_cookie(&server, "/api/stats?tenant=acme", &admin).await.expect_hidden();
     server.stop_ok();
 }
 
@@ -281,7 +441,9 @@ async fn a_tenant_key_works_only_on_its_own_host() {
     assert_eq!(good.expect(200)["tenant"], "nas");
     let pair = good.header("set-cookie").unwrap().split(';').next().unwrap().to_string();
     send(anon.get(server.url("/api/stats")).header("host", "nas.example.com").header("cookie", pair.clone())).await.expect(200);
-    send(anon.get(server.url("/api/stats")).header("host", "acme.example.com").header("cookie", pair)).await.expect_hidden();
+    send(anon.get(server.url("/api/stats")).header("host", "acme.example.com").header("cookie", pair.clone())).await.expect_hidden();
+    // Refused on the wrong host, the session still holds on its own.
+    send(anon.get(server.url("/api/stats")).header("host", "nas.example.com").header("cookie", pair)).await.expect(200);
 
     // The admin token is not bound to a host.
     let admin = Api::new(&server, Some(ADMIN));
