@@ -362,10 +362,14 @@ fn run_block(engine: &dyn MemoryStore, tenant: &str, defaults: &Rules, block: &B
             json!({"type": "stats", "facts": {"active": s.active, "candidate": s.candidate, "superseded": s.superseded, "retracted": s.retracted, "total": s.total()}, "entities": s.subjects, "predicates": s.predicates})
         }
         Block::Facts { subject, predicate, status, limit } => {
+            let status =
+                status.as_deref().map(status_filter).transpose().map_err(EngineError::Invalid)?.unwrap_or_default();
             let q = FactQuery {
                 subject: subject.clone(),
                 predicate: predicate.clone(),
-                status: status.as_deref().map(status_filter).transpose().map_err(EngineError::Invalid)?.unwrap_or_default(),
+                // `all` is every status, retracted included, as on GET /api/facts.
+                include_retracted: status == StatusFilter::Any,
+                status,
                 limit: MAX_PAGE,
                 ..Default::default()
             };

@@ -248,3 +248,20 @@ async fn a_scheduled_report_runs_by_itself() {
     assert_eq!(nas.get(&runs_of(&manual)).await.expect(200).clone(), json!([]), "an unscheduled report runs only when asked");
     server.stop_ok();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_facts_block_of_status_all_lists_retracted_facts_too() {
+    let (_tmp, server) = fresh(&env());
+    let nas = Api::new(&server, Some(NAS_KEY));
+    fact(&nas, "Person:sarah", "role", json!("engineer"), 1.0).await;
+    let gone = fact(&nas, "Person:sarah", "title", json!("lead"), 1.0).await;
+    nas.delete(&format!("/api/facts/{}", gone["id"].as_str().unwrap())).await.expect(200);
+    let blocks = json!([
+        {"type": "facts", "subject": "Person:sarah", "status": "all"},
+        {"type": "facts", "subject": "Person:sarah", "status": "active,retracted"},
+        {"type": "facts", "subject": "Person:sarah"},
+    ]);
+    let id = nas.post("/api/reports", &json!({"name": "r", "blocks": blocks})).await.expect(201)["id"].as_str().unwrap().to_string();
+    let run = nas.post(&format!("/api/reports/{id}/run"), &json!({})).await.expect(200).clone();
+    assert_eq!((block(&run, 0)["count"].as_u64(), block(&run, 1)["count"].as_u64(), block(&run, 2)["count"].as_u64()), (Some(2), Some(2), Some(1)), "{run}");
+}
