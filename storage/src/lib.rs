@@ -61,6 +61,7 @@ mod read;
 #[doc(hidden)]
 pub mod record;
 pub mod space;
+pub mod takeover;
 mod write;
 
 pub use engine::{compact, Backend, Engine, EngineConfig};

@@ -1,8 +1,9 @@
 //! The write semantics: how one request (a list of [`WriteOp`]s of one tenant)
 //! becomes new fact versions and index entries in the group's overlay.
 //!
-//! This is the only place that implements the valid-time takeover rules of the
-//! product contract; read it next to `docs/semantics.md`.
+//! The valid-time takeover rules themselves are `crate::takeover` (pure, shared
+//! by every store); this module finds what they need and writes what they
+//! decide into the engine's keyspaces.
 
 use super::catalog::Catalog;
 use super::overlay::Overlay;
@@ -13,6 +14,7 @@ use crate::kv::Keyspace;
 use crate::limits::validate_input;
 use crate::model::*;
 use crate::record::{self, LogEntry, LogEvent};
+use crate::takeover::{self, AssertPlan, Stamp};
 use uuid::Uuid;
 
 pub struct Request<'a> {
@@ -105,136 +107,44 @@ pub fn apply(ov: &mut Overlay<'_>, cat: &mut Catalog, req: Request<'_>, wall_now
 
 impl Cx<'_, '_> {
     fn assert(&mut self, input: &FactInput) -> Result<Asserted> {
-        let valid_from = input.valid_from.unwrap_or(self.now);
-        let valid_until = input.valid_until;
-        if let Some(u) = valid_until {
-            if u <= valid_from {
-                return Err(EngineError::invalid(format!(
-                    "valid_until ({u}) must be after valid_from ({valid_from})"
-                )));
-            }
-        }
-        let confidence = input.confidence.unwrap_or(1.0);
-        let status = if confidence >= self.cat.threshold(self.tid) { Status::Active } else { Status::Candidate };
-        let mut fact = Fact {
-            id: Uuid::now_v7(),
-            tenant: self.tenant.to_string(),
-            subject: input.subject.clone(),
-            predicate: input.predicate.clone(),
-            object: input.object.clone(),
-            confidence,
-            source: input.source.clone(),
-            properties: input.properties.clone(),
-            valid_from,
-            valid_until,
-            recorded_at: self.now,
-            tx: self.tx,
-            status,
-            created_tx: self.tx,
-            created_at: self.now,
-            supersedes: Vec::new(),
-            superseded_by: None,
-            continues: None,
-            continued_by: Vec::new(),
-        };
-
+        let at = Stamp { tx: self.tx, now: self.now };
+        let fact = takeover::new_fact(self.tenant, input, Uuid::now_v7(), at, self.cat.threshold(self.tid))?;
         let live = self.live_facts(&fact.subject, &fact.predicate)?;
         let had_live = !live.is_empty();
-        let mut superseded = Vec::new();
-        let mut continued = Vec::new();
-        if status == Status::Active {
+        let plan = if fact.status == Status::Active {
             let ov = &*self.ov;
-            let cardinality =
-                self.cat.cardinality(|k| ov.get(Keyspace::Meta, k), self.tid, &fact.predicate)?;
-            // What the new fact takes over: every fact that, in the current
-            // valid-time view, holds a value somewhere in its interval. That is
-            // the active facts, and the superseded ones that still cover part
-            // of their interval (a `valid_at` read would answer them there).
-            let mut competitors: Vec<Fact> = live
-                .into_iter()
-                .filter(|old| old.status == Status::Active && old.overlaps(valid_from, valid_until))
-                .collect();
-            // A superseded fact competes only if it is still valid after
-            // `valid_from`. No superseded fact of the tenant is valid past its
-            // bound (raised before any fact is closed past it, this
+            let cardinality = self.cat.cardinality(|k| ov.get(Keyspace::Meta, k), self.tid, &fact.predicate)?;
+            // The planner needs every fact that holds a value in the new
+            // interval: the live ones, and the superseded ones still valid
+            // after `valid_from`. No superseded fact of the tenant is valid
+            // past its bound (raised before any fact is closed past it, this
             // transaction's included), so an assert that starts at or after
             // it, as one starting now does, skips the scan of `idx_valid`
             // and its descent: an eighth of the writer's time under W1.
-            if valid_from < self.cat.state.superseded_until(self.tid) {
-                competitors.extend(
-                    self.shadowed_facts(&fact.subject, &fact.predicate, valid_from)?
-                        .into_iter()
-                        .filter(|old| old.overlaps(valid_from, valid_until)),
-                );
+            let mut existing = live;
+            if fact.valid_from < self.cat.state.superseded_until(self.tid) {
+                existing.extend(self.shadowed_facts(&fact.subject, &fact.predicate, fact.valid_from)?);
             }
-            if cardinality == Cardinality::Many {
-                competitors.retain(|old| old.object == fact.object);
+            takeover::plan_assert(fact, existing, cardinality, Uuid::now_v7)?
+        } else {
+            AssertPlan { fact, closings: Vec::new() }
+        };
+        let mut superseded = Vec::with_capacity(plan.closings.len());
+        let mut continued = Vec::new();
+        for c in plan.closings {
+            self.close(&c.old, &c.closed)?;
+            if let Some(t) = &c.tail {
+                // The subject and predicate exist: `old` has them.
+                self.write_new_fact(t, false)?;
             }
-            if cardinality == Cardinality::Strict {
-                if let Some(clash) = competitors.iter().find(|old| old.object != fact.object) {
-                    return Err(EngineError::Conflict(format!(
-                        "{} {} is strict and already has {} over an overlapping valid interval (fact {})",
-                        fact.subject, fact.predicate, clash.object, clash.id
-                    )));
-                }
-            }
-            for old in competitors {
-                let (closed, tail) = self.take_over(old, &fact)?;
-                fact.supersedes.push(closed.id);
-                superseded.push(closed);
-                continued.extend(tail);
-            }
+            superseded.push(c.closed);
+            continued.extend(c.tail);
         }
         // A subject or predicate is new to the tenant only if no fact of the
         // pair exists; the lookups are skipped when one visibly does.
         let maybe_new = !had_live && superseded.is_empty();
-        self.write_new_fact(&fact, maybe_new)?;
-        Ok(Asserted { fact, superseded, continued })
-    }
-
-    /// Closes `old` where `new` takes over: `old` keeps what lies before
-    /// `new.valid_from`; what lies after a bounded `new` lives on as a tail.
-    fn take_over(&mut self, old: Fact, new: &Fact) -> Result<(Fact, Option<Fact>)> {
-        let mut closed = old.clone();
-        closed.status = Status::Superseded;
-        // Clamped at the old start, so a closed interval never ends before it
-        // begins: a fact wholly taken over keeps an empty interval.
-        closed.valid_until = Some(new.valid_from.max(old.valid_from));
-        closed.superseded_by = Some(new.id);
-        closed.tx = self.tx;
-        closed.recorded_at = self.now;
-
-        // The tail keeps the old fact's standing: an active fact's tail is
-        // active; the tail of an already superseded fact is superseded (its
-        // end still comes from whatever closed it first).
-        let tail = match new.valid_until {
-            Some(end) if old.valid_until.is_none_or(|u| u > end) => Some(Fact {
-                id: Uuid::now_v7(),
-                valid_from: end.max(old.valid_from),
-                valid_until: old.valid_until,
-                status: old.status,
-                tx: self.tx,
-                recorded_at: self.now,
-                created_tx: self.tx,
-                created_at: self.now,
-                supersedes: Vec::new(),
-                superseded_by: old.superseded_by,
-                continues: Some(old.id),
-                continued_by: Vec::new(),
-                ..old.clone()
-            }),
-            _ => None,
-        };
-        if let Some(t) = &tail {
-            closed.continued_by.push(t.id);
-        }
-
-        self.close(&old, &closed)?;
-        if let Some(t) = &tail {
-            // The subject and predicate exist: `old` has them.
-            self.write_new_fact(t, false)?;
-        }
-        Ok((closed, tail))
+        self.write_new_fact(&plan.fact, maybe_new)?;
+        Ok(Asserted { fact: plan.fact, superseded, continued })
     }
 
     /// Writes `closed`, the new latest version of `old`, and moves the fact
@@ -357,15 +267,13 @@ impl Cx<'_, '_> {
         let Some(old) = latest else {
             return Err(EngineError::NotFound(format!("no fact with id {id}")));
         };
-        if old.status == Status::Retracted {
-            return Ok((old, false));
+        match takeover::retract(&old, Stamp { tx: self.tx, now: self.now }) {
+            None => Ok((old, false)),
+            Some(gone) => {
+                self.close(&old, &gone)?;
+                Ok((gone, true))
+            }
         }
-        let mut gone = old.clone();
-        gone.status = Status::Retracted;
-        gone.tx = self.tx;
-        gone.recorded_at = self.now;
-        self.close(&old, &gone)?;
-        Ok((gone, true))
     }
 
     fn latest_version(&self, id: FactId) -> Result<Option<Fact>> {
