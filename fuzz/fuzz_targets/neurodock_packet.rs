@@ -45,9 +45,11 @@ fn session_checks(value: Value) {
     let Ok(p) = packets::parse(value) else { return };
     match p.kind.as_str() {
         packets::ADD_TOOL => {
-            if let Ok(spec) = client_tools::check_tool(&p.data) {
-                let args = p.data.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
-                let _ = client_tools::check_args(&spec, &args);
+            if let Ok(checked) = client_tools::check_tool(&p.data) {
+                if let client_tools::Registration::Client(spec) = checked.registration {
+                    let args = p.data.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
+                    let _ = client_tools::check_args(&spec, &args);
+                }
             }
         }
         _ => {

@@ -469,24 +469,28 @@ async fn a_task_continues_after_a_restart_and_its_artifacts_stay() {
     assert_eq!(conversations.len(), 1);
 }
 
+/// A directory under `dir` with one agent network, named `model`, whose
+/// front man asks the fake model `model`; its path.
+fn one_model_network(dir: &std::path::Path, model: &str, fake: &common::fake_llm::FakeLlm) -> String {
+    let networks = dir.join("networks");
+    std::fs::create_dir_all(&networks).unwrap();
+    let network = format!(
+        r#"{{ "llm_config": {{ "model_name": "{model}", "base_url": "{}" }},
+           "tools": [ {{ "name": "front", "function": {{ "description": "d" }}, "instructions": "i" }} ] }}"#,
+        fake.base_url
+    );
+    std::fs::write(networks.join(format!("{model}.hocon")), network).unwrap();
+    std::fs::write(networks.join("manifest.hocon"), format!(r#"{{ "{model}.hocon": true }}"#)).unwrap();
+    networks.to_str().unwrap().to_string()
+}
+
 #[tokio::test]
 async fn a_step_cut_by_a_crash_is_closed_and_its_line_runs_again() {
     let fake = common::fake_llm::FakeLlm::start();
     let tmp = tempfile::tempdir().unwrap();
-    let networks = tmp.path().join("networks");
-    std::fs::create_dir_all(&networks).unwrap();
     // A front man whose model takes a few seconds to answer.
-    std::fs::write(
-        networks.join("slow.hocon"),
-        format!(
-            r#"{{ "llm_config": {{ "model_name": "slow", "base_url": "{}" }},
-               "tools": [ {{ "name": "front", "function": {{ "description": "d" }}, "instructions": "i" }} ] }}"#,
-            fake.base_url
-        ),
-    )
-    .unwrap();
-    std::fs::write(networks.join("manifest.hocon"), r#"{ "slow.hocon": true }"#).unwrap();
-    let env = [("TEMPORA_AGENTS_DIR", networks.to_str().unwrap()), ("TEMPORA_OUTBOUND_ALLOW_PRIVATE", "true")];
+    let networks = one_model_network(tmp.path(), "slow", &fake);
+    let env = [("TEMPORA_AGENTS_DIR", networks.as_str()), ("TEMPORA_OUTBOUND_ALLOW_PRIVATE", "true")];
     let dir = tmp.path().join("data");
     let server = Server::start(&dir, &env);
     let api = Api::new(&server, None);
@@ -522,23 +526,12 @@ async fn a_step_cut_by_a_crash_is_closed_and_its_line_runs_again() {
 async fn a_failed_input_turn_leaves_the_plan_line_for_the_next_step() {
     let fake = common::fake_llm::FakeLlm::start();
     let tmp = tempfile::tempdir().unwrap();
-    let networks = tmp.path().join("networks");
-    std::fs::create_dir_all(&networks).unwrap();
     // A front man whose model fails its first request, then answers.
-    std::fs::write(
-        networks.join("flaky.hocon"),
-        format!(
-            r#"{{ "llm_config": {{ "model_name": "flaky-1", "base_url": "{}" }},
-               "tools": [ {{ "name": "front", "function": {{ "description": "d" }}, "instructions": "i" }} ] }}"#,
-            fake.base_url
-        ),
-    )
-    .unwrap();
-    std::fs::write(networks.join("manifest.hocon"), r#"{ "flaky.hocon": true }"#).unwrap();
-    let env = [("TEMPORA_AGENTS_DIR", networks.to_str().unwrap()), ("TEMPORA_OUTBOUND_ALLOW_PRIVATE", "true")];
+    let networks = one_model_network(tmp.path(), "flaky-1", &fake);
+    let env = [("TEMPORA_AGENTS_DIR", networks.as_str()), ("TEMPORA_OUTBOUND_ALLOW_PRIVATE", "true")];
     let (_dir, server) = fresh(&env);
     let api = Api::new(&server, None);
-    let t = id(&create(&api, json!({"input": "hello", "additional_input": {"agent": "flaky"}})).await, "task_id");
+    let t = id(&create(&api, json!({"input": "hello", "additional_input": {"agent": "flaky-1"}})).await, "task_id");
     let failed = step(&api, &t, Some(json!({"input": "first, this"}))).await;
     assert_eq!((failed["is_last"].as_bool(), failed["status"].as_str()), (Some(false), Some("completed")), "{failed}");
     assert!(failed["output"].as_str().unwrap().starts_with("Error:"), "{failed}");
