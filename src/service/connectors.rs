@@ -121,7 +121,8 @@ impl Delivery {
 /// What starting a delivery gives: one to feed, or the answer an earlier
 /// delivery under the same key got.
 pub enum Started {
-    Open(Delivery),
+    /// Boxed: a delivery holds its ingest state, far larger than a reply.
+    Open(Box<Delivery>),
     Replayed(Result<Value>),
 }
 
@@ -226,7 +227,7 @@ impl Service {
             Records::Csv => None,
         };
         let ingest = Ingest::new(self.memory.clone(), tenant, &c, masker, framing, bounds);
-        Ok(Started::Open(Delivery { ingest, key: key.map(|k| k.scoped(Op::ConnectorEvents)) }))
+        Ok(Started::Open(Box::new(Delivery { ingest, key: key.map(|k| k.scoped(Op::ConnectorEvents)) })))
     }
 
     /// Pulls connector `name`'s url now.

@@ -4,8 +4,8 @@
 //! - [`transport`], the HTTP front (origin, auth, the transport rules real
 //!   clients rely on) around the `rmcp` server, which speaks JSON-RPC.
 //! - [`server`], the `rmcp` handler: `initialize`, `tools/list`, `tools/call`.
-//! The tools themselves, with their names and JSON Schemas, are the
-//! service's (`service/tools/`).
+//!   The tools themselves, with their names and JSON Schemas, are the
+//!   service's (`service/tools/`).
 //! - [`manifest`], `/.well-known/mcp.json`.
 //!
 //! Like the REST handlers, this surface only translates its wire to

@@ -392,7 +392,7 @@ async fn build_context(st: &Service, caller: &CallerInfo, a: BuildContextArgs) -
         as_of: a.as_of.map(|t| t.0),
     };
     let packet = st.context(&tenant, req).await?;
-    Ok(serde_json::to_value(packet).map_err(ServiceError::internal)?)
+    serde_json::to_value(packet).map_err(ServiceError::internal)
 }
 
 // --- explain_fact --------------------------------------------------------------
