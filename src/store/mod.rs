@@ -14,6 +14,7 @@
 //! on it through this module only.
 
 pub mod embedded;
+pub mod postgres;
 
 pub use tempora_storage::{
     is_entity_ref, validate_input, AsOf, Asserted, Cardinality, Change, ChangeEvent, CommitListener, EngineError,

@@ -40,6 +40,7 @@ mod neurosan_chat;
 mod neurosan_grpc;
 mod neurosan_http;
 mod openapi_doc;
+mod postgres_schema;
 mod serve;
 mod storage_checkpoint;
 mod storage_warm;

@@ -8,6 +8,7 @@
 
 pub mod fake_llm;
 pub mod grpc;
+pub mod postgres;
 
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
