@@ -74,6 +74,8 @@ pub struct FileConfig {
     pub durability: Option<DurabilitySetting>,
     pub storage_backend: Option<StorageBackendSetting>,
     #[serde(default)]
+    pub store: FileStore,
+    #[serde(default)]
     pub auth: AuthConfig,
     #[serde(default)]
     pub limits: FileLimits,
@@ -89,6 +91,75 @@ pub struct FileConfig {
     pub monitor: crate::monitor::FileMonitor,
     #[serde(default)]
     pub agents: FileAgents,
+}
+
+/// `[store]`: where the memory lives (docs/scale-out.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileStore {
+    /// `embedded` (the default), or a PostgreSQL URL.
+    pub url: Option<String>,
+}
+
+/// Where the memory lives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StoreSetting {
+    /// The embedded engine, in `data_dir`.
+    #[default]
+    Embedded,
+    /// A PostgreSQL database that several tempora processes may share.
+    Postgres(StoreUrl),
+}
+
+/// A database URL, which may carry a password: it is shown (`Debug`,
+/// `Display`) with the password masked.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreUrl(String);
+
+impl StoreUrl {
+    /// The URL itself, to connect with. Never log it.
+    pub fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // postgres://user:password@host/... : the part between the first
+        // ':' after the scheme and the last '@' before the host is the password.
+        let url = &self.0;
+        let Some((scheme, rest)) = url.split_once("://") else { return f.write_str("postgres://…") };
+        let authority_end = rest.find('/').unwrap_or(rest.len());
+        let (authority, path) = rest.split_at(authority_end);
+        match authority.rsplit_once('@') {
+            Some((userinfo, host)) => {
+                let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+                let masked = if userinfo.contains(':') { ":***" } else { "" };
+                write!(f, "{scheme}://{user}{masked}@{host}{path}")
+            }
+            None => f.write_str(url),
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoreUrl({self})")
+    }
+}
+
+impl StoreSetting {
+    /// `embedded`, or a `postgres://` / `postgresql://` URL.
+    pub fn parse(what: &str, v: &str) -> Result<StoreSetting> {
+        let v = v.trim();
+        if v.eq_ignore_ascii_case("embedded") {
+            return Ok(StoreSetting::Embedded);
+        }
+        if v.starts_with("postgres://") || v.starts_with("postgresql://") {
+            return Ok(StoreSetting::Postgres(StoreUrl(v.to_string())));
+        }
+        bail!("{what} must be `embedded` or a postgres:// URL")
+    }
 }
 
 /// `[agents]`: agent networks served by the NeuroSan API (docs/agents.md).
@@ -282,6 +353,7 @@ const MAX_HTTP_THREADS: usize = 1024;
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
     pub data_dir: Option<PathBuf>,
+    pub store: Option<String>,
     pub http_addr: Option<String>,
     pub grpc_addr: Option<String>,
     pub tcp_addr: Option<String>,
@@ -299,6 +371,8 @@ pub struct Config {
     pub durability: DurabilitySetting,
     /// The backend a new store is created with.
     pub storage_backend: StorageBackendSetting,
+    /// Where the memory lives: the embedded engine (in `data_dir`) or PostgreSQL.
+    pub store: StoreSetting,
     pub auth: AuthConfig,
     pub limits: Limits,
     pub outbound: crate::outbound::Policy,
@@ -363,6 +437,12 @@ impl Config {
         let storage_backend = match env("TEMPORA_STORAGE_BACKEND") {
             Some(v) => parse_enum("TEMPORA_STORAGE_BACKEND", &v)?,
             None => file_cfg.storage_backend.unwrap_or_default(),
+        };
+        let store = match (flags.store, env("TEMPORA_STORE"), file_cfg.store.url) {
+            (Some(v), _, _) => StoreSetting::parse("--store", &v)?,
+            (None, Some(v), _) => StoreSetting::parse("TEMPORA_STORE", &v)?,
+            (None, None, Some(v)) => StoreSetting::parse("[store] url", &v)?,
+            (None, None, None) => StoreSetting::Embedded,
         };
         let mut auth = file_cfg.auth;
         if let Some(v) = env("TEMPORA_ADMIN_TOKENS") {
@@ -520,6 +600,7 @@ impl Config {
             log_format,
             durability,
             storage_backend,
+            store,
         };
         if cfg.data_dir.as_os_str().is_empty() {
             bail!("data directory must not be empty");

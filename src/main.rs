@@ -97,6 +97,11 @@ struct ServeArgs {
     /// Data directory [env: TEMPORA_DATA_DIR] [default: ./tempora-data]
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Where the memory lives: `embedded` (in the data directory), or a
+    /// PostgreSQL database several servers can share, as
+    /// `postgres://user:password@host:port/db` [env: TEMPORA_STORE] [default: embedded]
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     /// HTTP listener address, or `off` [env: TEMPORA_HTTP_ADDR] [default: 127.0.0.1:8080]
     #[arg(long, value_name = "ADDR")]
     http_addr: Option<String>,
@@ -174,6 +179,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     let file = args.config.clone().or_else(|| env("TEMPORA_CONFIG").map(PathBuf::from));
     let flags = Overrides {
         data_dir: args.data_dir,
+        store: args.store,
         http_addr: args.http_addr,
         grpc_addr: args.grpc_addr,
         tcp_addr: args.tcp_addr,

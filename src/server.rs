@@ -16,6 +16,11 @@ use tokio::sync::watch;
 
 /// Opens the store the configuration names.
 pub fn open_store(cfg: &Config) -> Result<Arc<dyn MemoryStore>> {
+    if let crate::config::StoreSetting::Postgres(url) = &cfg.store {
+        let store = crate::store::postgres::open(url.secret())
+            .with_context(|| format!("cannot open the PostgreSQL store at {url}"))?;
+        return Ok(store);
+    }
     let options = embedded::Options {
         durable: matches!(cfg.durability, DurabilitySetting::Durable),
         min_free_bytes: cfg.limits.min_free_disk_bytes,

@@ -11,28 +11,62 @@
 -- under many), a status or cardinality that does not exist.
 --
 -- Times are milliseconds since the Unix epoch (bigint), as on every other
--- surface of tempora. Applied by src/store/postgres/schema.rs under an
+-- surface of tempora. Names sort byte-wise (COLLATE "C"), as the embedded
+-- engine's keys do, so pages come in the same order on both stores.
+-- Objects and properties are JSON text as tempora writes it (keys sorted,
+-- numbers as parsed): equal values have equal text, and every number comes
+-- back exactly as it went in. Applied by src/store/postgres/schema.rs under an
 -- advisory lock, in one transaction, recorded in tempora_schema.
 
 -- int8 equality in the exclusion constraint below.
 CREATE EXTENSION IF NOT EXISTS btree_gist;
 
+-- The store's clock: its last committed transaction and that
+-- transaction's record time. Every commit group locks this one row, from
+-- before it takes its first tx number until it commits, so transactions
+-- commit in tx order across every replica, and recorded_at (the database's
+-- clock, never below the last one) never decreases with tx.
+CREATE TABLE clock (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    last_tx bigint NOT NULL CHECK (last_tx >= 0),
+    last_recorded_at bigint NOT NULL
+);
+INSERT INTO clock (last_tx, last_recorded_at) VALUES (0, 0);
+
 CREATE TABLE tenants (
     id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    name text NOT NULL UNIQUE CHECK (name <> ''),
-    -- The tenant's last committed transaction and its record time. Every
-    -- write of the tenant updates this row, so writes of one tenant take its
-    -- lock in turn: tx numbers follow commit order, and recorded_at never
-    -- decreases with them, whichever replica writes.
+    name text COLLATE "C" NOT NULL UNIQUE CHECK (name <> ''),
+    -- The tenant's last committed transaction and its record time.
     last_tx bigint NOT NULL DEFAULT 0 CHECK (last_tx >= 0),
     last_recorded_at bigint NOT NULL DEFAULT 0,
     -- The confidence at or above which an asserted fact is active.
-    threshold double precision NOT NULL CHECK (threshold >= 0 AND threshold <= 1)
+    threshold double precision NOT NULL CHECK (threshold >= 0 AND threshold <= 1),
+    -- Facts by their latest status, and distinct subjects and predicates
+    -- that ever had a fact: kept with each write, as counting would take
+    -- a scan of the tenant.
+    active bigint NOT NULL DEFAULT 0 CHECK (active >= 0),
+    candidate bigint NOT NULL DEFAULT 0 CHECK (candidate >= 0),
+    superseded bigint NOT NULL DEFAULT 0 CHECK (superseded >= 0),
+    retracted bigint NOT NULL DEFAULT 0 CHECK (retracted >= 0),
+    subjects bigint NOT NULL DEFAULT 0 CHECK (subjects >= 0),
+    predicate_count bigint NOT NULL DEFAULT 0 CHECK (predicate_count >= 0)
+);
+
+-- Facts of each source by their latest status (facts without a source are
+-- not counted).
+CREATE TABLE source_stats (
+    tenant_id integer NOT NULL REFERENCES tenants (id),
+    source text COLLATE "C" NOT NULL,
+    active bigint NOT NULL DEFAULT 0 CHECK (active >= 0),
+    candidate bigint NOT NULL DEFAULT 0 CHECK (candidate >= 0),
+    superseded bigint NOT NULL DEFAULT 0 CHECK (superseded >= 0),
+    retracted bigint NOT NULL DEFAULT 0 CHECK (retracted >= 0),
+    PRIMARY KEY (tenant_id, source)
 );
 
 CREATE TABLE predicates (
     tenant_id integer NOT NULL REFERENCES tenants (id),
-    name text NOT NULL CHECK (name <> ''),
+    name text COLLATE "C" NOT NULL CHECK (name <> ''),
     cardinality text NOT NULL CHECK (cardinality IN ('one', 'many', 'strict')),
     PRIMARY KEY (tenant_id, name)
 );
@@ -43,12 +77,12 @@ CREATE TABLE fact_versions (
     tenant_id integer NOT NULL REFERENCES tenants (id),
     id uuid NOT NULL,
     tx bigint NOT NULL CHECK (tx > 0),
-    subject text NOT NULL CHECK (subject <> ''),
-    predicate text NOT NULL CHECK (predicate <> ''),
-    object jsonb NOT NULL,
+    subject text COLLATE "C" NOT NULL CHECK (subject <> ''),
+    predicate text COLLATE "C" NOT NULL CHECK (predicate <> ''),
+    object text NOT NULL,
     confidence double precision NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
     source text,
-    properties jsonb,
+    properties text,
     valid_from bigint NOT NULL,
     valid_until bigint,
     recorded_at bigint NOT NULL,
@@ -74,12 +108,12 @@ CREATE TABLE facts (
     tenant_id integer NOT NULL REFERENCES tenants (id),
     id uuid NOT NULL,
     tx bigint NOT NULL CHECK (tx > 0),
-    subject text NOT NULL CHECK (subject <> ''),
-    predicate text NOT NULL CHECK (predicate <> ''),
-    object jsonb NOT NULL,
+    subject text COLLATE "C" NOT NULL CHECK (subject <> ''),
+    predicate text COLLATE "C" NOT NULL CHECK (predicate <> ''),
+    object text NOT NULL,
     confidence double precision NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
     source text,
-    properties jsonb,
+    properties text,
     valid_from bigint NOT NULL,
     valid_until bigint,
     recorded_at bigint NOT NULL,
@@ -91,8 +125,8 @@ CREATE TABLE facts (
     continues uuid,
     continued_by uuid[] NOT NULL DEFAULT '{}',
     -- What an active fact holds exclusively over its interval: '' (the whole
-    -- subject and predicate) under cardinality one and strict, the md5 of
-    -- its object under many. Set from the predicate's cardinality when the
+    -- subject and predicate) under cardinality one and strict, 'm' and a
+    -- digest of its object under many. Set from the predicate's cardinality when the
     -- version is written.
     slot text NOT NULL,
     PRIMARY KEY (tenant_id, id),
@@ -111,7 +145,7 @@ CREATE TABLE facts (
 -- Current reads by subject (and predicate), by predicate, and by object.
 CREATE INDEX facts_by_subject ON facts (tenant_id, subject, predicate, id);
 CREATE INDEX facts_by_predicate ON facts (tenant_id, predicate, subject, id);
-CREATE INDEX facts_by_object ON facts (tenant_id, md5(object::text), predicate);
+CREATE INDEX facts_by_object ON facts (tenant_id, md5(object), predicate, subject, id);
 -- Superseded facts still valid after a time: the shadows a takeover must close.
 CREATE INDEX facts_shadows ON facts (tenant_id, subject, predicate, valid_until)
     WHERE status = 'superseded';
@@ -128,7 +162,8 @@ CREATE TABLE changes (
     events jsonb NOT NULL,
     PRIMARY KEY (tenant_id, tx)
 );
-CREATE INDEX changes_by_time ON changes (tenant_id, recorded_at);
+-- A record time to the last transaction recorded by then (`as_of`).
+CREATE INDEX changes_by_time ON changes (recorded_at, tx);
 
 -- The answer stored with a keyed write, in the write's own transaction: a
 -- key replayed on any replica gets the same answer.

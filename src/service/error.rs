@@ -149,9 +149,10 @@ impl From<EngineError> for ServiceError {
                 tracing::error!(error = %s, "storage error");
                 match s {
                     // Refusals that changed nothing: say why, and that reads go on.
-                    StorageError::NoSpace { .. } | StorageError::ReadOnly(_) | StorageError::Failed(_) => {
-                        ServiceError::Unavailable(s.to_string())
-                    }
+                    StorageError::NoSpace { .. }
+                    | StorageError::ReadOnly(_)
+                    | StorageError::Failed(_)
+                    | StorageError::Unreachable(_) => ServiceError::Unavailable(s.to_string()),
                     StorageError::Io(io) if io.raw_os_error() == Some(28) => ServiceError::unavailable(
                         "the data volume is full; writes are refused until space is freed",
                     ),

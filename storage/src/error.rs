@@ -34,6 +34,12 @@ pub enum StorageError {
          cause is fixed"
     )]
     Failed(String),
+    /// A store on a database server could not reach it, or lost it during
+    /// the request; the request was not applied (or, for a write whose
+    /// commit was cut off, its outcome is unknown: a retry under an
+    /// idempotency key is safe). Reachable again, the store goes on.
+    #[error("the database is unreachable: {0}")]
+    Unreachable(String),
 }
 
 /// Not `#[non_exhaustive]` on purpose: the service matches it exhaustively, so

@@ -41,6 +41,7 @@ mod neurosan_grpc;
 mod neurosan_http;
 mod openapi_doc;
 mod postgres_schema;
+mod postgres_store;
 mod serve;
 mod storage_checkpoint;
 mod storage_warm;

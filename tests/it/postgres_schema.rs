@@ -66,7 +66,7 @@ async fn put(
     valid: (i64, Option<i64>),
 ) -> Result<u64, tokio_postgres::Error> {
     let id = uuid::Uuid::now_v7();
-    let object = serde_json::json!(object);
+    let object = serde_json::json!(object).to_string();
     client
         .execute(
             "WITH v AS (
