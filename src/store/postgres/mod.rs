@@ -6,6 +6,8 @@
 //! - [`writer`]: the group commit: queued writes, one database transaction
 //!   per group, the takeover rules of `tempora_storage::takeover`.
 //! - [`read`]: the engine's reads, in SQL.
+//! - [`follow`]: the commits of every replica, announced to this one's
+//!   change-feed subscribers, search index and monitor.
 //! - [`rows`]: facts as rows.
 //!
 //! The [`MemoryStore`] seam is synchronous (the service calls it from its
@@ -14,9 +16,11 @@
 //! channel, so it may be made from any thread, and the database's
 //! connections never depend on the threads of the caller's runtime.
 
+mod follow;
 pub mod read;
 pub mod rows;
 pub mod schema;
+mod shared;
 pub mod writer;
 
 use super::{
@@ -24,98 +28,18 @@ use super::{
     FactQuery, Idempotency, IoStats, LoggedChange, Millis, MemoryStore, PredicateInfo, Result, SourceStats,
     StorageError, TenantStats, Tx, WriteDone, WriteOp, DEFAULT_THRESHOLD,
 };
+use shared::{db, lock, Counters, Health, Shared};
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio_postgres::Client;
-
-/// Locks one of the store's small shared values; nothing panics while
-/// holding one, and a poisoned lock's value is whole, so it is taken as is.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Connections the reads share, per process.
 const POOL_SIZE: usize = 16;
 /// How long opening a connection, or waiting for a free one, may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const POOL_WAIT: Duration = Duration::from_secs(10);
-
-/// What the writer task and the store's calls share.
-pub struct Shared {
-    config: tokio_postgres::Config,
-    pool: deadpool_postgres::Pool,
-    pub(crate) io: Counters,
-    pub(crate) health: Health,
-    listeners: RwLock<Vec<CommitListener>>,
-}
-
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub groups: AtomicU64,
-    pub requests: AtomicU64,
-    pub syncs: AtomicU64,
-}
-
-/// Whether the database answered the last time it was asked.
-#[derive(Default)]
-pub(crate) struct Health {
-    down: Mutex<Option<String>>,
-}
-
-impl Health {
-    pub fn down(&self, e: &StorageError) {
-        let mut d = lock(&self.down);
-        if d.is_none() {
-            tracing::warn!(error = %e, "the database is unreachable");
-        }
-        *d = Some(e.to_string());
-    }
-    pub fn up(&self) {
-        if lock(&self.down).take().is_some() {
-            tracing::info!("the database is reachable again");
-        }
-    }
-    fn state(&self) -> Option<String> {
-        lock(&self.down).clone()
-    }
-}
-
-impl Shared {
-    /// A connection of its own (the writer's), its driver on this runtime.
-    pub(crate) async fn connect(&self) -> std::result::Result<Client, StorageError> {
-        let (client, conn) = self.config.connect(tokio_postgres::NoTls).await.map_err(|e| writer::unreachable_error(&e))?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "a database connection ended");
-            }
-        });
-        Ok(client)
-    }
-
-    pub(crate) fn notify_committed(&self, committed: &[(String, Tx)]) {
-        for l in self.listeners.read().unwrap_or_else(PoisonError::into_inner).iter() {
-            l(committed);
-        }
-    }
-
-    /// A pooled connection for a read.
-    async fn client(&self) -> Result<deadpool_postgres::Object> {
-        match self.pool.get().await {
-            Ok(c) => {
-                self.health.up();
-                Ok(c)
-            }
-            Err(e) => {
-                let e = StorageError::Unreachable(e.to_string());
-                self.health.down(&e);
-                Err(EngineError::Storage(e))
-            }
-        }
-    }
-}
 
 /// The PostgreSQL store.
 pub struct PostgresStore {
@@ -178,6 +102,7 @@ pub fn open(url: &str) -> Result<Arc<PostgresStore>> {
     tracing::info!(schema = migrated.to, from = migrated.from, "PostgreSQL store open");
     let (queue, jobs) = mpsc::unbounded_channel();
     let writer = handle.spawn(writer::run(Arc::clone(&shared), jobs));
+    handle.spawn(follow::run(Arc::clone(&shared)));
     Ok(Arc::new(PostgresStore {
         shared,
         runtime: Mutex::new(Some(runtime)),
@@ -241,7 +166,7 @@ impl MemoryStore for PostgresStore {
                     &[&tenant, &key],
                 )
                 .await
-                .map_err(read::db)?;
+                .map_err(db)?;
             Ok(row.map(|r| r.get(0)))
         })
     }
@@ -261,10 +186,10 @@ impl MemoryStore for PostgresStore {
         self.read(move |mut c| async move { read::query(&mut c, &tenant, &q).await })
     }
 
-    fn query_within(&self, tenant: &str, q: &FactQuery, _budget: usize) -> Result<Option<FactPage>> {
-        // The database does the work on its own threads: no read here is
-        // long for the caller's thread in the way a scan of the engine is.
-        self.query(tenant, q).map(Some)
+    fn query_within(&self, _tenant: &str, _q: &FactQuery, _budget: usize) -> Result<Option<FactPage>> {
+        // Every read is a round trip to the database: none is short enough
+        // for an async thread to wait on, so all go to the blocking pool.
+        Ok(None)
     }
 
     fn incoming(&self, tenant: &str, entity: &str, as_of: Option<AsOf>) -> Result<FactPage> {
@@ -347,7 +272,7 @@ impl MemoryStore for PostgresStore {
     fn aux_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let key = key.to_vec();
         self.read(move |c| async move {
-            let row = c.query_opt("SELECT value FROM aux WHERE key = $1", &[&key]).await.map_err(read::db)?;
+            let row = c.query_opt("SELECT value FROM aux WHERE key = $1", &[&key]).await.map_err(db)?;
             Ok(row.map(|r| r.get(0)))
         })
     }
@@ -358,21 +283,21 @@ impl MemoryStore for PostgresStore {
 
     fn aux_put_many(&self, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.read(move |mut c| async move {
-            let tx = c.transaction().await.map_err(read::db)?;
+            let tx = c.transaction().await.map_err(db)?;
             let put = tx
                 .prepare("INSERT INTO aux (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value")
                 .await
-                .map_err(read::db)?;
+                .map_err(db)?;
             for (k, v) in &records {
-                tx.execute(&put, &[k, v]).await.map_err(read::db)?;
+                tx.execute(&put, &[k, v]).await.map_err(db)?;
             }
-            tx.commit().await.map_err(read::db)
+            tx.commit().await.map_err(db)
         })
     }
 
     fn aux_delete_many(&self, keys: Vec<Vec<u8>>) -> Result<()> {
         self.read(move |c| async move {
-            c.execute("DELETE FROM aux WHERE key = ANY($1)", &[&keys]).await.map_err(read::db)?;
+            c.execute("DELETE FROM aux WHERE key = ANY($1)", &[&keys]).await.map_err(db)?;
             Ok(())
         })
     }
@@ -395,7 +320,7 @@ impl MemoryStore for PostgresStore {
                         &[&p, &PAGE, &from],
                     )
                     .await
-                    .map_err(read::db)?;
+                    .map_err(db)?;
                 Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
             })?;
             let n = page.len();
@@ -436,7 +361,7 @@ impl MemoryStore for PostgresStore {
 
     fn size_on_disk(&self) -> Option<u64> {
         self.read(|c| async move {
-            let row = c.query_one("SELECT pg_database_size(current_database())", &[]).await.map_err(read::db)?;
+            let row = c.query_one("SELECT pg_database_size(current_database())", &[]).await.map_err(db)?;
             Ok(row.get::<_, i64>(0) as u64)
         })
         .ok()

@@ -8,6 +8,7 @@
 //! SQL.
 
 use super::rows::{self, columns_of, db_tx, json_text, COLUMNS};
+pub use super::shared::db;
 use crate::store::{
     AsOf, Change, ChangeEvent, EngineError, Fact, FactHistory, FactId, FactPage, FactQuery, LoggedChange,
     LoggedEvent, Millis, PredicateInfo, SourceStats, Status, StatusFilter, TenantStats, Tx, DEFAULT_PAGE, MAX_PAGE,
@@ -18,10 +19,6 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
 
 pub type Result<T> = std::result::Result<T, EngineError>;
-
-pub fn db(e: tokio_postgres::Error) -> EngineError {
-    EngineError::Storage(super::writer::unreachable_error(&e))
-}
 
 /// The tenant's id, or `None` when it has never written.
 pub async fn tenant_id(c: &Client, tenant: &str) -> Result<Option<i32>> {

@@ -12,7 +12,7 @@
 //! before the commit that covers their write.
 
 use super::rows::{self, db_tx, json_text, FactParams, COLUMNS};
-use super::Shared;
+use super::shared::{unreachable_error, Shared};
 use crate::store::{
     validate_input, Asserted, Cardinality, EngineError, Fact, FactId, FactInput, Idempotency, Millis, OpOutcome,
     PredicateInfo, Status, StorageError, Tx, WriteDone, WriteOp, WriteOutcome, DEFAULT_THRESHOLD,
@@ -126,11 +126,6 @@ fn fail_all(jobs: Vec<Job>, e: &StorageError) {
     for job in jobs {
         (job.done)(Err(EngineError::Storage(StorageError::Unreachable(e.to_string()))));
     }
-}
-
-/// A database error as the store reports it: the request was not applied.
-pub fn unreachable_error(e: &tokio_postgres::Error) -> StorageError {
-    StorageError::Unreachable(e.to_string())
 }
 
 /// A tenant as the group sees it: its row, and what the group has done to

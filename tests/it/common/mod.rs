@@ -32,6 +32,38 @@ pub fn tempora_command() -> Command {
     cmd
 }
 
+/// With `TEMPORA_TEST_STORE=postgres`, every server the tests start keeps
+/// its memory in PostgreSQL (a database of the test cluster per data
+/// directory, the same again when a test restarts the server on it), so
+/// the whole suite runs against both stores. A test that sets its own
+/// `TEMPORA_STORE` keeps it.
+fn test_store(data_dir: &Path, env: &[(&str, &str)]) -> Option<String> {
+    if std::env::var("TEMPORA_TEST_STORE").ok().as_deref() != Some("postgres")
+        || env.iter().any(|(k, _)| *k == "TEMPORA_STORE")
+    {
+        return None;
+    }
+    let marker = data_dir.join(".test-postgres-url");
+    if let Ok(url) = std::fs::read_to_string(&marker) {
+        return Some(url);
+    }
+    // The tests run on tokio runtimes; the database is made on a thread of its own.
+    let url = std::thread::spawn(|| {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(postgres::database())
+    })
+    .join()
+    .expect("a test database");
+    std::fs::create_dir_all(data_dir).expect("the data directory");
+    std::fs::write(&marker, &url).expect("remember the test database");
+    Some(url)
+}
+
+/// Whether the servers of this run keep their memory in PostgreSQL (see
+/// [`test_store`]); tests of the embedded engine's files skip themselves.
+pub fn on_postgres() -> bool {
+    std::env::var("TEMPORA_TEST_STORE").ok().as_deref() == Some("postgres")
+}
+
 /// Keys of the keyed-mode servers.
 pub const NAS_KEY: &str = "nas-key-1";
 pub const ACME_KEY: &str = "acme-key-1";
@@ -96,6 +128,9 @@ impl Server {
             if tcp { "127.0.0.1:0" } else { "off" },
         ]);
         cmd.env("NO_COLOR", "1").env("TEMPORA_LOG", "info");
+        if let Some(url) = test_store(data_dir, env) {
+            cmd.env("TEMPORA_STORE", url);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
