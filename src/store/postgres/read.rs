@@ -181,6 +181,15 @@ pub async fn query(c: &mut Client, tenant: &str, q: &FactQuery) -> Result<FactPa
     };
     if let Some(cursor) = &q.cursor {
         let (a, b, id) = decode_cursor(cursor, plan)?;
+        // A cursor resumes the query it came from: its row must be one
+        // this query could return.
+        let (subject, predicate) = match plan {
+            Plan::Subject => (&a, &b),
+            Plan::Object => (&b, &a),
+        };
+        if q.subject.as_ref().is_some_and(|s| s != subject) || q.predicate.as_ref().is_some_and(|p| p != predicate) {
+            return Err(EngineError::Invalid("cursor does not belong to this query".into()));
+        }
         let (a, b, id) = (bind(Box::new(a)), bind(Box::new(b)), bind(Box::new(id)));
         wher.push(format!("(f.{}, f.{}, f.id) > ({a}, {b}, {id})", order[0], order[1]));
     }

@@ -6,10 +6,31 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 use tokio_postgres::Client;
 
-/// A database error as the store reports it: the request was not applied
-/// (or, for a commit cut off, its outcome is unknown).
+/// A database error as the store reports it. The server not answering, or
+/// answering that it cannot serve now (shutting down, starting up, out of
+/// connections or resources), is `Unreachable`: the request was not applied
+/// (or, for a commit cut off, its outcome is unknown) and may be retried.
+/// Any other error the server answers is the store's own fault.
 pub fn unreachable_error(e: &tokio_postgres::Error) -> StorageError {
-    StorageError::Unreachable(e.to_string())
+    let Some(db) = e.as_db_error() else { return StorageError::Unreachable(e.to_string()) };
+    let code = db.code().code();
+    let message = format!("{} (SQLSTATE {code})", db.message());
+    // 08: connection exception; 53: insufficient resources; 57: operator
+    // intervention (shutdown, crash recovery, cannot connect now).
+    if ["08", "53", "57"].iter().any(|class| code.starts_with(class)) {
+        StorageError::Unreachable(message)
+    } else {
+        StorageError::Backend(message)
+    }
+}
+
+/// The same error again, for each of several requests it failed.
+pub fn again(e: &StorageError) -> StorageError {
+    match e {
+        StorageError::Backend(m) => StorageError::Backend(m.clone()),
+        StorageError::Unreachable(m) => StorageError::Unreachable(m.clone()),
+        other => StorageError::Unreachable(other.to_string()),
+    }
 }
 
 /// [`unreachable_error`] as the seam's error.

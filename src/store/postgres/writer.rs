@@ -12,7 +12,7 @@
 //! before the commit that covers their write.
 
 use super::rows::{self, db_tx, json_text, FactParams, COLUMNS};
-use super::shared::{unreachable_error, Shared};
+use super::shared::{again, unreachable_error, Shared};
 use crate::store::{
     validate_input, Asserted, Cardinality, EngineError, Fact, FactId, FactInput, Idempotency, Millis, OpOutcome,
     PredicateInfo, Status, StorageError, Tx, WriteDone, WriteOp, WriteOutcome, DEFAULT_THRESHOLD,
@@ -124,7 +124,7 @@ async fn commit_group(shared: &Shared, conn: &mut Option<Client>, mut jobs: Vec<
 
 fn fail_all(jobs: Vec<Job>, e: &StorageError) {
     for job in jobs {
-        (job.done)(Err(EngineError::Storage(StorageError::Unreachable(e.to_string()))));
+        (job.done)(Err(EngineError::Storage(again(e))));
     }
 }
 
@@ -310,14 +310,17 @@ async fn save_tenant(tx: &Transaction<'_>, s: &TenantState) -> Result<(), tokio_
         if c.iter().all(|n| *n == 0) {
             continue;
         }
+        // The row first, then the deltas: a delta may be negative, which
+        // an inserted row's checks would refuse.
         tx.execute(
-            "INSERT INTO source_stats (tenant_id, source, active, candidate, superseded, retracted)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (tenant_id, source) DO UPDATE SET
-                 active = source_stats.active + EXCLUDED.active,
-                 candidate = source_stats.candidate + EXCLUDED.candidate,
-                 superseded = source_stats.superseded + EXCLUDED.superseded,
-                 retracted = source_stats.retracted + EXCLUDED.retracted",
+            "INSERT INTO source_stats (tenant_id, source) VALUES ($1, $2) ON CONFLICT (tenant_id, source) DO NOTHING",
+            &[&s.id, source],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE source_stats SET active = active + $3, candidate = candidate + $4,
+                 superseded = superseded + $5, retracted = retracted + $6
+             WHERE tenant_id = $1 AND source = $2",
             &[&s.id, source, &c[0], &c[1], &c[2], &c[3]],
         )
         .await?;
