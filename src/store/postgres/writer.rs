@@ -23,7 +23,9 @@ use std::time::Duration;
 use tempora_storage::record::LogEvent;
 use tempora_storage::takeover::{self, Stamp};
 use tokio::sync::mpsc;
-use tokio_postgres::{Client, Transaction};
+use std::sync::Mutex;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Row, Statement, Transaction};
 use uuid::Uuid;
 
 /// One queued write.
@@ -44,7 +46,7 @@ const GROUP_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Runs until the queue closes: takes the next group, commits it, answers.
 pub async fn run(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<Job>) {
-    let mut conn: Option<Client> = None;
+    let mut conn: Option<(Client, Prepared)> = None;
     while let Some(first) = queue.recv().await {
         let mut jobs = vec![first];
         let mut ops = jobs[0].ops.len();
@@ -67,20 +69,20 @@ enum Answer {
     Replayed(Vec<u8>),
 }
 
-async fn commit_group(shared: &Shared, conn: &mut Option<Client>, mut jobs: Vec<Job>) {
+async fn commit_group(shared: &Shared, conn: &mut Option<(Client, Prepared)>, mut jobs: Vec<Job>) {
     use std::sync::atomic::Ordering::Relaxed;
     shared.io.requests.fetch_add(jobs.len() as u64, Relaxed);
-    if conn.as_ref().is_none_or(|c| c.is_closed()) {
+    if conn.as_ref().is_none_or(|(c, _)| c.is_closed()) {
         *conn = match shared.connect().await {
-            Ok(c) => Some(c),
+            Ok(c) => Some((c, Prepared::default())),
             Err(e) => {
                 shared.health.down(&e);
                 return fail_all(jobs, &e);
             }
         };
     }
-    let Some(client) = conn.as_mut() else { return };
-    let applied = tokio::time::timeout(GROUP_TIMEOUT, apply_group(client, &mut jobs)).await;
+    let Some((client, prepared)) = conn.as_mut() else { return };
+    let applied = tokio::time::timeout(GROUP_TIMEOUT, apply_group(client, prepared, &mut jobs)).await;
     let answers = match applied {
         Ok(Ok(answers)) => answers,
         Ok(Err(e)) => {
@@ -128,6 +130,53 @@ fn fail_all(jobs: Vec<Job>, e: &StorageError) {
     }
 }
 
+/// Statements the writer's connection has prepared, by their text: each
+/// is parsed and planned by the server once per connection, not per use.
+#[derive(Default)]
+struct Prepared(Mutex<HashMap<String, Statement>>);
+
+/// A group's transaction, running statements through [`Prepared`].
+struct Db<'a> {
+    tx: Transaction<'a>,
+    prepared: &'a Prepared,
+}
+
+impl Db<'_> {
+    async fn statement(&self, sql: &str) -> Result<Statement, tokio_postgres::Error> {
+        let known = self.prepared.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(sql).cloned();
+        if let Some(s) = known {
+            return Ok(s);
+        }
+        let s = self.tx.prepare(sql).await?;
+        self.prepared.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+
+    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, tokio_postgres::Error> {
+        let s = self.statement(sql).await?;
+        self.tx.execute(&s, params).await
+    }
+
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let s = self.statement(sql).await?;
+        self.tx.query(&s, params).await
+    }
+
+    async fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, tokio_postgres::Error> {
+        let s = self.statement(sql).await?;
+        self.tx.query_one(&s, params).await
+    }
+
+    async fn query_opt(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>, tokio_postgres::Error> {
+        let s = self.statement(sql).await?;
+        self.tx.query_opt(&s, params).await
+    }
+
+    async fn batch_execute(&self, sql: &str) -> Result<(), tokio_postgres::Error> {
+        self.tx.batch_execute(sql).await
+    }
+}
+
 /// A tenant as the group sees it: its row, and what the group has done to
 /// its counts (applied to the row at the end).
 #[derive(Clone)]
@@ -168,8 +217,12 @@ impl TenantState {
 }
 
 /// Applies the group in one transaction and commits it.
-async fn apply_group(client: &mut Client, jobs: &mut [Job]) -> Result<Vec<Answer>, tokio_postgres::Error> {
-    let tx = client.transaction().await?;
+async fn apply_group(
+    client: &mut Client,
+    prepared: &Prepared,
+    jobs: &mut [Job],
+) -> Result<Vec<Answer>, tokio_postgres::Error> {
+    let tx = Db { tx: client.transaction().await?, prepared };
     // The store's clock, locked until the commit: groups of every replica
     // take tx numbers and commit one after another.
     let clock = tx.query_one("SELECT last_tx, last_recorded_at FROM clock FOR UPDATE", &[]).await?;
@@ -238,7 +291,7 @@ async fn apply_group(client: &mut Client, jobs: &mut [Job]) -> Result<Vec<Answer
         // Wakes the other replicas' followers; the change table is the truth.
         tx.execute("SELECT pg_notify('tempora_changes', $1)", &[&last_tx.to_string()]).await?;
     }
-    tx.commit().await?;
+    tx.tx.commit().await?;
     Ok(answers)
 }
 
@@ -262,7 +315,7 @@ impl From<EngineError> for Refused {
     }
 }
 
-async fn tenant_state(tx: &Transaction<'_>, name: &str) -> Result<TenantState, tokio_postgres::Error> {
+async fn tenant_state(tx: &Db<'_>, name: &str) -> Result<TenantState, tokio_postgres::Error> {
     tx.execute(
         "INSERT INTO tenants (name, threshold) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
         &[&name, &DEFAULT_THRESHOLD],
@@ -281,7 +334,7 @@ async fn tenant_state(tx: &Transaction<'_>, name: &str) -> Result<TenantState, t
     })
 }
 
-async fn save_tenant(tx: &Transaction<'_>, s: &TenantState) -> Result<(), tokio_postgres::Error> {
+async fn save_tenant(tx: &Db<'_>, s: &TenantState) -> Result<(), tokio_postgres::Error> {
     let (last_tx, last_at) = match s.last_tx {
         Some((t, at)) => (Some(db_tx(t)), Some(at)),
         None => (None, None),
@@ -330,7 +383,7 @@ async fn save_tenant(tx: &Transaction<'_>, s: &TenantState) -> Result<(), tokio_
 
 /// Applies one write (one tx) of `tenant`.
 async fn apply_write(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     tenant: &str,
     state: &mut TenantState,
     ops: &[WriteOp],
@@ -401,7 +454,7 @@ async fn apply_write(
     Ok(WriteOutcome { tx: at.tx, recorded_at: at.now, outcomes })
 }
 
-async fn cardinality(tx: &Transaction<'_>, state: &mut TenantState, predicate: &str) -> Result<Cardinality, Refused> {
+async fn cardinality(tx: &Db<'_>, state: &mut TenantState, predicate: &str) -> Result<Cardinality, Refused> {
     if let Some(c) = state.cardinalities.get(predicate) {
         return Ok(*c);
     }
@@ -417,7 +470,7 @@ async fn cardinality(tx: &Transaction<'_>, state: &mut TenantState, predicate: &
 }
 
 async fn assert(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     tenant: &str,
     state: &mut TenantState,
     input: &FactInput,
@@ -472,7 +525,7 @@ async fn assert(
 }
 
 async fn retract(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     tenant: &str,
     state: &mut TenantState,
     id: FactId,
@@ -498,7 +551,7 @@ async fn retract(
 /// Within one transaction a later write may close a fact an earlier one
 /// made: the version at that tx is then replaced, as in the engine.
 async fn write_version(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     tenant_id: i32,
     f: &Fact,
     cardinality: Cardinality,
