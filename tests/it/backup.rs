@@ -80,6 +80,7 @@ async fn seed(api: &Api, who: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn backup_under_load_restores_to_a_store_that_answers_as_the_original() {
+    engine_only!();
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("data"), &keyed());
     let nas = Api::new(&server, Some(NAS_KEY));
@@ -186,6 +187,7 @@ async fn backup_under_load_restores_to_a_store_that_answers_as_the_original() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn open_mode_and_offline_backups() {
+    engine_only!();
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let server = Server::start(&data, &[]);

@@ -51,6 +51,7 @@ async fn answers(api: &Api, mid_tx: u64) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_compacted_store_answers_as_before_in_less_disk_and_goes_on() {
+    engine_only!();
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     // Small checkpoints: many of them, as a large import would have.
@@ -116,6 +117,7 @@ async fn a_compacted_store_answers_as_before_in_less_disk_and_goes_on() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn compact_refuses_a_store_in_use_and_a_missing_directory() {
+    engine_only!();
     let (tmp, server) = fresh(&[]);
     let api = Api::new(&server, None);
     api.assert_fact(json!({"subject": "Person:ada", "predicate": "works_at", "object": "Org:acme"})).await;

@@ -114,6 +114,7 @@ async fn all_ids(api: &Api) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_or_read_only_disk_refuses_writes_keeps_reads_and_recovers() {
+    engine_only!();
     if !is_root() {
         eprintln!("skipped: mounting a tmpfs for the data directory needs root");
         return;

@@ -51,11 +51,13 @@ fn syncs_and_acks(trace: &str, file: &str) -> (Vec<usize>, Vec<usize>) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_acknowledged_write_to_a_redb_store_was_fdatasynced_first() {
+    engine_only!();
     acknowledged_writes_were_fdatasynced_first("redb", "/tempora.journal").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_acknowledged_write_to_a_sled_store_was_fdatasynced_first() {
+    engine_only!();
     acknowledged_writes_were_fdatasynced_first("sled", "/db").await;
 }
 

@@ -387,6 +387,7 @@ fn reindex(data: &std::path::Path) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tempora_reindex_rebuilds_the_index() {
+    engine_only!();
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let server = Server::start(&data, &[]);

@@ -10,6 +10,18 @@
 //! did (a global allocator, environment variables set, a signal handler)
 //! would get its own file under `tests/`.
 
+/// Ends a test of the embedded engine's own files (its data directory, its
+/// backups, its cache) when the suite runs with its servers on PostgreSQL
+/// (`TEMPORA_TEST_STORE=postgres`, `common::on_postgres`).
+macro_rules! engine_only {
+    () => {
+        if crate::common::on_postgres() {
+            eprintln!("skipped on PostgreSQL: a test of the embedded engine's own files");
+            return;
+        }
+    };
+}
+
 mod common;
 
 mod agent_protocol;

@@ -31,6 +31,7 @@ fn first_records(data: &Path) -> [Option<u64>; 2] {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_journal_is_checkpointed_at_the_configured_size_and_a_kill_9_loses_nothing() {
+    engine_only!();
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let server = Server::start(&data, &[("TEMPORA_STORAGE_CHECKPOINT_BYTES", &CHECKPOINT.to_string())]);

@@ -26,6 +26,7 @@ async fn warm_passes(api: &Api) -> f64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restarted_server_reads_its_store_into_the_cache_unless_told_not_to() {
+    engine_only!();
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let server = Server::start(&data, &[]);
