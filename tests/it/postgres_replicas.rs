@@ -1,0 +1,188 @@
+//! Several `tempora serve` processes on one PostgreSQL database: writers
+//! spread over the replicas on hot keys, then the rules checked in the
+//! database itself; the change feed of one replica carrying every write of
+//! the others, once and in order; an idempotent write replayed on another
+//! replica; a replica killed with SIGKILL under load losing nothing it
+//! acknowledged.
+
+use crate::common::{client, enc, postgres, Api, Server, Sse};
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const WRITERS: usize = 16;
+const KEYS: usize = 100;
+
+/// `n` servers on one new database; the database's URL.
+async fn replicas(n: usize) -> (tempfile::TempDir, Vec<Server>, String) {
+    let url = postgres::database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let servers =
+        (0..n).map(|i| Server::start(&dir.path().join(format!("r{i}")), &[("TEMPORA_STORE", url.as_str())])).collect();
+    (dir, servers, url)
+}
+
+/// One acknowledged write: its tx and the fact it made.
+#[derive(Debug, Clone)]
+struct Ack {
+    tx: u64,
+    id: String,
+}
+
+/// Writes to hot keys through `api` until `stop`; what was acknowledged.
+async fn hot_writer(api: Api, w: usize, stop: Arc<AtomicBool>) -> Vec<Ack> {
+    let mut acks = Vec::new();
+    let mut n = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let key = (w * 7 + n * 13) % KEYS;
+        let body = json!({"subject": format!("Hot:{key}"), "predicate": "value", "object": format!("w{w}n{n}")});
+        let Ok(resp) = api.req(reqwest::Method::POST, "/api/facts").json(&body).send().await else { break };
+        if resp.status().as_u16() != 201 {
+            break;
+        }
+        let Ok(fact) = resp.json::<Value>().await else { break };
+        acks.push(Ack { tx: fact["tx"].as_u64().unwrap(), id: fact["id"].as_str().unwrap().to_string() });
+    }
+    acks
+}
+
+/// Every fact of the tenant (any status), through `api`.
+async fn all_facts(api: &Api) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let q = match &cursor {
+            Some(c) => format!("/api/facts?status=all&limit=1000&cursor={}", enc(c)),
+            None => "/api/facts?status=all&limit=1000".to_string(),
+        };
+        let r = api.get(&q).await;
+        out.extend(r.expect(200).as_array().unwrap().iter().cloned());
+        match r.header("x-next-cursor") {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return out,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_replicas_keep_one_order_and_one_value_per_hot_key() {
+    let (_dir, servers, url) = replicas(3).await;
+    let apis: Vec<Api> = servers.iter().map(|s| Api::new(s, None)).collect();
+    // A subscriber on the first replica, before any write.
+    let mut feed = Sse::open(client().get(servers[0].url("/api/stream"))).await;
+    assert_eq!(feed.status, 200);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| tokio::spawn(hot_writer(apis[w % apis.len()].clone(), w, Arc::clone(&stop))))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut acks = Vec::new();
+    for w in writers {
+        acks.extend(w.await.unwrap());
+    }
+    assert!(acks.len() >= 3 * WRITERS, "too few writes acknowledged: {}", acks.len());
+
+    // Every acknowledged write has a transaction of its own.
+    let txs: BTreeSet<u64> = acks.iter().map(|a| a.tx).collect();
+    assert_eq!(txs.len(), acks.len(), "two writes share a tx");
+
+    // In the database itself: at most one active value per key, no inverted
+    // interval, no two versions of a key overlapping while active, and tx
+    // and record time rising together.
+    let db = postgres::connect(&url).await;
+    let doubled: i64 = db
+        .query_one(
+            "SELECT count(*) FROM (SELECT subject FROM facts WHERE status = 'active' GROUP BY subject, predicate
+             HAVING count(*) > 1) d",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(doubled, 0, "a key with two active values");
+    let inverted: i64 = db
+        .query_one("SELECT count(*) FROM fact_versions WHERE valid_until < valid_from", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(inverted, 0);
+    let backwards: i64 = db
+        .query_one(
+            "SELECT count(*) FROM (SELECT recorded_at < lag(recorded_at) OVER (ORDER BY tx) AS back FROM changes) c
+             WHERE back",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(backwards, 0, "record time went back while tx rose");
+
+    // Every acknowledged fact is there, through any replica.
+    let facts = all_facts(&apis[2]).await;
+    let known: HashMap<&str, &Value> = facts.iter().map(|f| (f["id"].as_str().unwrap(), f)).collect();
+    for a in &acks {
+        assert!(known.contains_key(a.id.as_str()), "acknowledged fact {} missing", a.id);
+    }
+    // Each key: exactly one active fact now, the rest superseded.
+    let active: Vec<&&Value> = known.values().filter(|f| f["status"] == "active").collect();
+    let keys: BTreeSet<&str> = known.values().map(|f| f["subject"].as_str().unwrap()).collect();
+    assert_eq!(active.len(), keys.len(), "one active value per key");
+
+    // The first replica's feed carried every write, of every replica, once and in tx order.
+    let mut seen = Vec::new();
+    while seen.len() < acks.len() {
+        let Some((_, event)) = feed.next_event(Duration::from_secs(20)).await else { break };
+        seen.push(event["tx"].as_u64().unwrap());
+    }
+    let sorted: Vec<u64> = txs.iter().copied().collect();
+    assert_eq!(seen, sorted, "the feed is every acknowledged tx, once, in order");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_keyed_write_replayed_on_another_replica_gets_the_first_answer() {
+    let (_dir, servers, _url) = replicas(2).await;
+    let (a, b) = (Api::new(&servers[0], None), Api::new(&servers[1], None));
+    let body = json!({"subject": "Person:sarah", "predicate": "works_at", "object": "Org:acme"});
+    let send = |api: &Api| api.req(reqwest::Method::POST, "/api/facts").header("Idempotency-Key", "hire-sarah-1").json(&body);
+    let first = crate::common::send(send(&a)).await;
+    let first = first.expect(201).clone();
+    let again = crate::common::send(send(&b)).await;
+    assert_eq!(again.header("idempotency-replayed"), Some("true"));
+    assert_eq!(again.json, first, "the replay on another replica is the first answer");
+    assert_eq!(b.list("subject=Person:sarah&status=all").await.len(), 1, "written once");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_killed_under_load_loses_nothing_it_acknowledged() {
+    let (dir, mut servers, url) = replicas(2).await;
+    let victim = servers.remove(1);
+    let survivor = Api::new(&servers[0], None);
+    let stop = Arc::new(AtomicBool::new(false));
+    let doomed = Api::new(&victim, None);
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let api = if w % 2 == 0 { doomed.clone() } else { survivor.clone() };
+            tokio::spawn(hot_writer(api, w, Arc::clone(&stop)))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    victim.kill9();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut acks = Vec::new();
+    for w in writers {
+        acks.extend(w.await.unwrap());
+    }
+    assert!(!acks.is_empty());
+    // A new replica on the same database sees every acknowledged write.
+    let fresh = Server::start(&dir.path().join("r9"), &[("TEMPORA_STORE", url.as_str())]);
+    let facts = all_facts(&Api::new(&fresh, None)).await;
+    let ids: BTreeSet<&str> = facts.iter().map(|f| f["id"].as_str().unwrap()).collect();
+    let lost: Vec<&Ack> = acks.iter().filter(|a| !ids.contains(a.id.as_str())).collect();
+    assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
+}
