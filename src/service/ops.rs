@@ -41,8 +41,13 @@ pub struct Stats {
 }
 
 impl Service {
+    /// Ready while the store answers; `writes` says whether it takes
+    /// writes too (a full disk stops writes, not reads).
     pub fn readiness(&self) -> Readiness {
         let store = self.memory.store();
+        if let Err(e) = store.reachable() {
+            return Readiness { ready: false, last_tx: 0, writes: e.to_string() };
+        }
         let (last_tx, _) = store.last_tx();
         let writes = match store.writable() {
             Ok(()) => "ok".to_string(),

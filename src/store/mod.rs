@@ -106,6 +106,12 @@ pub trait MemoryStore: Send + Sync {
 
     // ---- the store itself ----------------------------------------------
 
+    /// Whether the store answers at all (`Err` says why not): a store on a
+    /// database server checks that it reaches it. The embedded engine is
+    /// always there.
+    fn reachable(&self) -> std::result::Result<(), StorageError> {
+        Ok(())
+    }
     /// Whether writes are taken now (`Err` says why not: a full or
     /// read-only disk, an earlier failed write).
     fn writable(&self) -> std::result::Result<(), StorageError>;

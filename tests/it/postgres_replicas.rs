@@ -186,3 +186,89 @@ async fn a_replica_killed_under_load_loses_nothing_it_acknowledged() {
     let lost: Vec<&Ack> = acks.iter().filter(|a| !ids.contains(a.id.as_str())).collect();
     assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
 }
+
+/// What a writer saw while the database went away and came back.
+#[derive(Default)]
+struct Seen {
+    acks: Vec<Ack>,
+    /// When each ack came, by its position in `acks`.
+    at: Vec<std::time::Instant>,
+    unavailable: usize,
+    other: Vec<String>,
+    slowest: Duration,
+}
+
+/// Writes until `stop`, going on through 503s.
+async fn patient_writer(api: Api, w: usize, stop: Arc<AtomicBool>) -> Seen {
+    let mut seen = Seen::default();
+    let mut n = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let body = json!({"subject": format!("Steady:{w}-{n}"), "predicate": "value", "object": n});
+        let started = std::time::Instant::now();
+        let resp = api.req(reqwest::Method::POST, "/api/facts").json(&body).send().await;
+        seen.slowest = seen.slowest.max(started.elapsed());
+        let Ok(resp) = resp else {
+            seen.other.push("no answer".into());
+            continue;
+        };
+        match resp.status().as_u16() {
+            201 => {
+                let fact: Value = resp.json().await.unwrap();
+                seen.acks.push(Ack { tx: fact["tx"].as_u64().unwrap(), id: fact["id"].as_str().unwrap().to_string() });
+                seen.at.push(std::time::Instant::now());
+            }
+            503 => {
+                let e: Value = resp.json().await.unwrap();
+                if e["error"]["code"] != "Unavailable" {
+                    seen.other.push(e.to_string());
+                }
+                seen.unavailable += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            s => seen.other.push(format!("{s}: {}", resp.text().await.unwrap_or_default())),
+        }
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_crash_under_load_answers_503_meanwhile_and_loses_nothing_acknowledged() {
+    let cluster = postgres::Cluster::own();
+    let url = cluster.new_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("r0"), &[("TEMPORA_STORE", url.as_str())]);
+    let api = Api::new(&server, None);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4).map(|w| tokio::spawn(patient_writer(api.clone(), w, Arc::clone(&stop)))).collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cluster.kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let during = api.get("/readyz").await;
+    cluster.restart();
+    let restarted = std::time::Instant::now();
+    // The server reconnects by itself: writes are acknowledged again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = api.get("/readyz").await;
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Seen::default();
+    for w in writers {
+        let s = w.await.unwrap();
+        all.acks.extend(s.acks);
+        all.at.extend(s.at);
+        all.unavailable += s.unavailable;
+        all.other.extend(s.other);
+        all.slowest = all.slowest.max(s.slowest);
+    }
+    assert!(all.other.is_empty(), "answers other than 201 and 503: {:?}", all.other);
+    assert!(all.unavailable > 0, "no write was refused while the database was down");
+    assert!(all.slowest < Duration::from_secs(20), "a write hung for {:?}", all.slowest);
+    assert_eq!(during.status.as_u16(), 503, "readyz while the database is down: {}", during.text);
+    assert_eq!(after.status.as_u16(), 200, "readyz once it is back: {}", after.text);
+    assert!(all.at.iter().any(|t| *t > restarted), "no write was acknowledged after the database came back");
+    // Every acknowledged write is there.
+    let facts = all_facts(&api).await;
+    let ids: BTreeSet<&str> = facts.iter().map(|f| f["id"].as_str().unwrap()).collect();
+    let lost: Vec<&Ack> = all.acks.iter().filter(|a| !ids.contains(a.id.as_str())).collect();
+    assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
+}

@@ -336,6 +336,26 @@ impl MemoryStore for PostgresStore {
         }
     }
 
+    fn reachable(&self) -> std::result::Result<(), StorageError> {
+        // A round trip, bounded: a readiness probe must answer even when
+        // the database does not.
+        let probe = self.read(|c| async move {
+            tokio::time::timeout(CONNECT_TIMEOUT, c.simple_query("SELECT 1"))
+                .await
+                .map_err(|_| EngineError::Storage(StorageError::Unreachable("the database did not answer".into())))?
+                .map_err(db)
+                .map(drop)
+        });
+        match probe {
+            Ok(()) => Ok(()),
+            Err(EngineError::Storage(e)) => {
+                self.shared.health.down(&e);
+                Err(e)
+            }
+            Err(other) => Err(StorageError::Unreachable(other.to_string())),
+        }
+    }
+
     fn writable(&self) -> std::result::Result<(), StorageError> {
         match self.shared.health.state() {
             Some(why) => Err(StorageError::Unreachable(why)),

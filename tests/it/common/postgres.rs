@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 pub struct Cluster {
     pub port: u16,
     dir: PathBuf,
-    _server: Mutex<Child>,
+    server: Mutex<Child>,
 }
 
 /// Started on a thread that lives as long as the test process: the
@@ -42,15 +42,18 @@ static NEXT_DB: AtomicU32 = AtomicU32::new(1);
 
 /// The URL of a new, empty database of the test cluster.
 pub async fn database() -> String {
-    let cluster = &*CLUSTER;
-    let name = format!("t{}_{}", std::process::id(), NEXT_DB.fetch_add(1, Ordering::Relaxed));
-    // The port opens a moment before the server takes connections.
+    CLUSTER.new_database().await
+}
+
+/// A client of the cluster at `url`, retried while the server comes up
+/// (its port opens a moment before it takes connections).
+async fn connect_when_up(url: &str) -> tokio_postgres::Client {
     let deadline = Instant::now() + Duration::from_secs(30);
-    let client = loop {
-        match tokio_postgres::connect(&cluster.url("postgres"), tokio_postgres::NoTls).await {
+    loop {
+        match tokio_postgres::connect(url, tokio_postgres::NoTls).await {
             Ok((client, conn)) => {
                 tokio::spawn(conn);
-                break client;
+                return client;
             }
             Err(e) if Instant::now() < deadline => {
                 let _ = e;
@@ -58,9 +61,7 @@ pub async fn database() -> String {
             }
             Err(e) => panic!("cannot connect to the test cluster: {e}"),
         }
-    };
-    client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create a test database");
-    cluster.url(&name)
+    }
 }
 
 /// A client of `url`, its connection driven on the test's runtime.
@@ -131,7 +132,9 @@ fn remove_stale_clusters() {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("tempora-pg-")) else { continue };
+        // tempora-pg-<pid> or tempora-pg-<pid>-own<n>.
+        let pid = name.to_str().and_then(|n| n.strip_prefix("tempora-pg-")).and_then(|r| r.split('-').next());
+        let Some(pid) = pid.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) else { continue };
         if !Path::new("/proc").join(pid).exists() {
             let _ = std::fs::remove_dir_all(e.path());
         }
@@ -143,11 +146,23 @@ fn free_port() -> u16 {
 }
 
 impl Cluster {
+    /// The shared cluster of this test process.
     fn start() -> Cluster {
+        remove_stale_clusters();
+        Cluster::start_in(std::env::temp_dir().join(format!("tempora-pg-{}", std::process::id())))
+    }
+
+    /// A cluster of the calling test's own, to stop and start again; it
+    /// goes when the thread that started it does (a test runtime's thread:
+    /// with the test). Its directory is removed with the next test process.
+    pub fn own() -> Cluster {
+        let n = NEXT_DB.fetch_add(1, Ordering::Relaxed);
+        Cluster::start_in(std::env::temp_dir().join(format!("tempora-pg-{}-own{n}", std::process::id())))
+    }
+
+    fn start_in(dir: PathBuf) -> Cluster {
         let bin = bin_dir();
         let user = server_user();
-        remove_stale_clusters();
-        let dir = std::env::temp_dir().join(format!("tempora-pg-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         if let Some((uid, gid)) = user {
@@ -161,20 +176,65 @@ impl Cluster {
             .expect("run initdb");
         assert!(out.status.success(), "initdb failed: {}", String::from_utf8_lossy(&out.stderr));
         let port = free_port();
-        // Durable commits, as a production server has them (the durability
-        // tests kill processes and count acknowledged writes); a small cache.
-        let server = command(&bin.join("postgres"), user)
+        let cluster = Cluster { port, server: Mutex::new(Cluster::spawn(&dir, port)), dir };
+        cluster.wait_ready();
+        cluster
+    }
+
+    /// The server on `dir`'s data: durable commits, as a production server
+    /// has them (the durability tests kill processes and count acknowledged
+    /// writes); a small cache.
+    fn spawn(dir: &Path, port: u16) -> Child {
+        let data = dir.join("data");
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log"));
+        command(&bin_dir().join("postgres"), server_user())
             .args(["-D", data.to_str().unwrap(), "-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
             .args(["-c", &format!("unix_socket_directories={}", dir.display())])
             .args(["-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "shared_buffers=64MB"])
             .args(["-c", "max_connections=300"])
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("server.log")).map(Stdio::from).unwrap_or(Stdio::null()))
+            .stderr(log.map(Stdio::from).unwrap_or(Stdio::null()))
             .spawn()
-            .expect("start postgres");
-        let cluster = Cluster { port, dir, _server: Mutex::new(server) };
-        cluster.wait_ready();
-        cluster
+            .expect("start postgres")
+    }
+
+    /// Stops the server at once (SIGKILL: what a crash or a lost host does;
+    /// PostgreSQL recovers from its WAL when started again).
+    pub fn kill(&self) {
+        let mut server = self.server.lock().unwrap();
+        let _ = server.kill();
+        let _ = server.wait();
+        // Its backends end when they see the postmaster gone; the port and
+        // the shared memory are free once they have.
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    /// Starts the server again on the same data and port. The killed
+    /// server's backends may hold its shared memory a moment longer (they
+    /// leave when they notice it gone): the new one then exits at once, and
+    /// is started again.
+    pub fn restart(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut server = Cluster::spawn(&self.dir, self.port);
+            std::thread::sleep(Duration::from_millis(300));
+            match server.try_wait() {
+                Ok(Some(_)) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(500)),
+                _ => {
+                    *self.server.lock().unwrap() = server;
+                    break;
+                }
+            }
+        }
+        self.wait_ready();
+    }
+
+    /// The URL of a new, empty database of this cluster.
+    pub async fn new_database(&self) -> String {
+        let name = format!("t{}_{}", std::process::id(), NEXT_DB.fetch_add(1, Ordering::Relaxed));
+        let client = connect_when_up(&self.url("postgres")).await;
+        client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create a test database");
+        self.url(&name)
     }
 
     fn url(&self, db: &str) -> String {
