@@ -181,3 +181,11 @@ CREATE TABLE aux (
     key bytea PRIMARY KEY,
     value bytea NOT NULL
 );
+
+-- Scheduled runs taken by one server (a report due at a time, a connector's
+-- next pull, an alert evaluation): the first to insert a run's key runs it.
+CREATE TABLE claims (
+    key bytea PRIMARY KEY,
+    claimed_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX claims_by_age ON claims (claimed_at);

@@ -55,33 +55,52 @@ impl Runtime {
         };
     }
 
+    /// The connectors due now that this server takes: each due pull is
+    /// claimed (`MemoryStore::claim`, named by the connector and its last
+    /// pull), so servers sharing a store pull it once between them.
     fn due(&self, engine: &dyn crate::store::MemoryStore, now: i64) -> Vec<(String, String)> {
         let table: Vec<((String, String), u64)> =
             self.table.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(k, v)| (k.clone(), *v)).collect();
-        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        table
-            .into_iter()
-            .filter(|(k, _)| !running.contains(k))
-            .filter(|((tenant, name), every)| {
-                pull::last_pull(engine, tenant, name).is_none_or(|l| now - l.at >= (*every as i64) * 1000)
-            })
-            .map(|(k, _)| k)
-            .collect()
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut due = Vec::new();
+        for ((tenant, name), every) in table {
+            if running.contains(&(tenant.clone(), name.clone())) {
+                continue;
+            }
+            let last = pull::last_pull(engine, &tenant, &name).map(|l| l.at);
+            if last.is_some_and(|at| now - at < (every as i64) * 1000) {
+                continue;
+            }
+            let claim = format!("connector-pull/{tenant}/{name}/{}", last.unwrap_or(0));
+            match engine.claim(claim.as_bytes()) {
+                Ok(true) => due.push((tenant, name)),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(tenant = %tenant, connector = %name, error = %e, "cannot claim a scheduled pull"),
+            }
+        }
+        due
     }
 }
 
 /// Fills the table from every tenant's connectors.
 pub fn load(rt: &Runtime, engine: &dyn crate::store::MemoryStore) -> Result<usize, crate::store::EngineError> {
-    let mut n = 0;
+    reload(rt, engine)?;
+    Ok(rt.table.lock().unwrap_or_else(|p| p.into_inner()).len())
+}
+
+/// The table as the store has it now: connectors scheduled or changed
+/// through other servers are added, unscheduled ones dropped.
+fn reload(rt: &Runtime, engine: &dyn crate::store::MemoryStore) -> Result<(), crate::store::EngineError> {
+    let mut fresh = HashMap::new();
     for tenant in engine.tenants() {
         for c in super::list(engine, &tenant)? {
-            if c.every_secs.is_some() && c.url.is_some() {
-                rt.set(&tenant, &c.name, c.every_secs);
-                n += 1;
+            if let (Some(every), Some(_)) = (c.every_secs, &c.url) {
+                fresh.insert((tenant.clone(), c.name.clone()), every);
             }
         }
     }
-    Ok(n)
+    *rt.table.lock().unwrap_or_else(|p| p.into_inner()) = fresh;
+    Ok(())
 }
 
 pub fn now_ms() -> i64 {
@@ -137,13 +156,26 @@ pub async fn pull_and_record(
     result
 }
 
+/// How often the table is read again from the store, for connectors
+/// registered (or changed) through another server sharing it.
+const RELOAD: Duration = Duration::from_secs(30);
+
 /// The schedule's loop; ends when `stop` turns true.
 pub async fn run(rt: Arc<Runtime>, memory: Memory, mut stop: watch::Receiver<bool>) {
     let limit = Arc::new(tokio::sync::Semaphore::new(CONCURRENT_PULLS));
+    let mut loaded = Instant::now();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(TICK) => {}
             _ = stop.wait_for(|s| *s) => return,
+        }
+        if loaded.elapsed() >= RELOAD {
+            loaded = Instant::now();
+            let (rt, engine) = (Arc::clone(&rt), Arc::clone(memory.store()));
+            let reloaded = tokio::task::spawn_blocking(move || reload(&rt, &*engine)).await;
+            if let Ok(Err(e)) = reloaded {
+                tracing::warn!(error = %e, "cannot read the scheduled connectors again");
+            }
         }
         let due = {
             let (rt, engine) = (Arc::clone(&rt), Arc::clone(memory.store()));

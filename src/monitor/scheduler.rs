@@ -40,6 +40,12 @@ pub async fn run_due(memory: &Memory, monitor: &Monitor, tenant: &str, stop: &wa
         if *stop.borrow() {
             break;
         }
+        // Once per due time, whichever server sharing the store takes it.
+        let claim = format!("report-run/{tenant}/{}/{}", r.id, r.due_at().unwrap_or(0)).into_bytes();
+        let store = memory.store().clone();
+        if !blocking(move || store.claim(&claim)).await? {
+            continue;
+        }
         let run = {
             let (engine, tenant, defaults) = (memory.store().clone(), tenant.to_string(), monitor.config.defaults.clone());
             blocking(move || reports::run(&*engine, &tenant, &defaults, &r)).await?
@@ -50,16 +56,26 @@ pub async fn run_due(memory: &Memory, monitor: &Monitor, tenant: &str, stop: &wa
     Ok(ran)
 }
 
-/// One pass over every tenant.
+/// One pass over every tenant. The alert evaluation of an interval is
+/// claimed (`MemoryStore::claim`), so servers sharing a store evaluate each
+/// tenant once per interval between them.
 async fn tick(memory: &Memory, monitor: &Monitor, stop: &watch::Receiver<bool>) {
+    let slot = super::time::now_ms() / (monitor.config.interval_secs.max(1) as i64 * 1000);
     for tenant in memory.store().tenants() {
         if *stop.borrow() {
             return;
         }
-        match evaluate(memory, monitor, &tenant).await {
-            Ok((0, 0)) => {}
-            Ok((fired, resolved)) => tracing::info!(tenant = %tenant, fired, resolved, "alerts evaluated"),
-            Err(e) => tracing::warn!(tenant = %tenant, error = %e, "alert evaluation failed"),
+        let claim = format!("alert-evaluation/{tenant}/{slot}").into_bytes();
+        let store = memory.store().clone();
+        match blocking(move || store.claim(&claim)).await {
+            Ok(true) => match evaluate(memory, monitor, &tenant).await {
+                Ok((0, 0)) => {}
+                Ok((fired, resolved)) => tracing::info!(tenant = %tenant, fired, resolved, "alerts evaluated"),
+                Err(e) => tracing::warn!(tenant = %tenant, error = %e, "alert evaluation failed"),
+            },
+            // Another server evaluates this interval.
+            Ok(false) => {}
+            Err(e) => tracing::warn!(tenant = %tenant, error = %e, "cannot claim the alert evaluation"),
         }
         match run_due(memory, monitor, &tenant, stop).await {
             Ok(0) => {}

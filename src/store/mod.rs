@@ -104,6 +104,19 @@ pub trait MemoryStore: Send + Sync {
     /// order, while it answers true.
     fn aux_scan(&self, prefix: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()>;
 
+    // ---- work that runs once, whichever server takes it ----------------
+
+    /// Claims `key` for this server: true for the first caller ever to claim
+    /// it, false for every later one, on any server sharing the store. A
+    /// scheduled job names its run (the job and the time it is due) and runs
+    /// only if its claim is taken, so it runs once however many servers see
+    /// it due. One process needs no arbitration: the embedded engine, which
+    /// only one process opens, grants every claim.
+    fn claim(&self, key: &[u8]) -> Result<bool> {
+        let _ = key;
+        Ok(true)
+    }
+
     // ---- the store itself ----------------------------------------------
 
     /// Whether the store answers at all (`Err` says why not): a store on a

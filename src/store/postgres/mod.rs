@@ -336,6 +336,21 @@ impl MemoryStore for PostgresStore {
         }
     }
 
+    fn claim(&self, key: &[u8]) -> Result<bool> {
+        let key = key.to_vec();
+        self.read(move |c| async move {
+            let taken = c
+                .execute("INSERT INTO claims (key) VALUES ($1) ON CONFLICT (key) DO NOTHING", &[&key])
+                .await
+                .map_err(db)?;
+            // Claims name runs that are due once; a day on, none is asked again.
+            if taken == 1 && key.first().is_some_and(|b| b % 64 == 0) {
+                c.execute("DELETE FROM claims WHERE claimed_at < now() - interval '1 day'", &[]).await.map_err(db)?;
+            }
+            Ok(taken == 1)
+        })
+    }
+
     fn reachable(&self) -> std::result::Result<(), StorageError> {
         // A round trip, bounded: a readiness probe must answer even when
         // the database does not.
