@@ -317,3 +317,57 @@ async fn a_claim_is_taken_once_across_stores() {
         assert_eq!(taken, 1, "run {run} was claimed {taken} times");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_replicas_search_index_catches_up_and_reports_its_lag() {
+    let (_dir, servers, _url) = replicas(2).await;
+    let (a, b) = (Api::new(&servers[0], None), Api::new(&servers[1], None));
+    a.assert_fact(json!({"subject": "Person:sarah", "predicate": "works_at", "object": "Org:zanzibarcorp"})).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = b.get("/api/search?question=zanzibarcorp").await;
+        let found = r.expect(200)["answer_facts"].as_array().is_some_and(|f| !f.is_empty());
+        if found {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "replica b never indexed a write made through a: {}", r.text);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let metrics = b.get("/metrics").await;
+    let lag = metrics
+        .text
+        .lines()
+        .find_map(|l| l.strip_prefix("tempora_search_index_lag_tx "))
+        .unwrap_or_else(|| panic!("no lag metric: {}", metrics.text));
+    assert_eq!(lag, "0", "caught up, the index lags by nothing");
+}
+
+/// A read `as_of` a past record time answers the same before and after
+/// later commits, while writers go on through two replicas.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_past_record_time_answers_the_same_after_later_commits() {
+    let (_dir, servers, _url) = replicas(2).await;
+    let apis: Vec<Api> = servers.iter().map(|s| Api::new(s, None)).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> =
+        (0..6).map(|w| tokio::spawn(hot_writer(apis[w % 2].clone(), w, Arc::clone(&stop)))).collect();
+    let mut checks = Vec::new();
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // A time that has just passed: writes of that very millisecond may
+        // still be committing when the first read runs.
+        let t = crate::common::now_ms() - 1;
+        let q = format!("/api/facts?status=all&limit=1000&as_of={t}");
+        let first = apis[0].get(&q).await.expect(200).clone();
+        checks.push((q, first));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    for (q, first) in &checks {
+        let again = apis[1].get(q).await.expect(200).clone();
+        assert_eq!(&again, first, "{q} changed after later commits");
+    }
+}

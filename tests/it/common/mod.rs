@@ -64,6 +64,11 @@ pub fn on_postgres() -> bool {
     std::env::var("TEMPORA_TEST_STORE").ok().as_deref() == Some("postgres")
 }
 
+/// The wall clock, in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
 /// Keys of the keyed-mode servers.
 pub const NAS_KEY: &str = "nas-key-1";
 pub const ACME_KEY: &str = "acme-key-1";
