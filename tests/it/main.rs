@@ -58,4 +58,5 @@ mod postgres_store;
 mod serve;
 mod storage_checkpoint;
 mod storage_warm;
+mod store_model;
 mod tenant_matrix;

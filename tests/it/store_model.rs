@@ -1,9 +1,10 @@
-//! The engine against an oracle.
+//! Both stores against an oracle: the embedded engine and the PostgreSQL
+//! store, through the store seam (`MemoryStore`), by one suite.
 //!
 //! `Model` below is a second, deliberately naive implementation of the
 //! bitemporal contract (PRODUCT.md section 3): every fact version ever written
 //! sits in one `Vec`, and every rule is a linear scan over it. It shares no
-//! code with the engine. Proptest drives both with the same random sequences
+//! code with the stores. Proptest drives each with the same random sequences
 //! of writes over a small universe (2 tenants, 3 subjects, 2 predicates,
 //! 3 objects, valid times on a coarse grid) so that intervals collide often,
 //! and after every write compares everything observable: the outcome, every
@@ -43,10 +44,27 @@ use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use tempora_storage::{
-    AsOf, Cardinality, ChangeEvent, Engine, EngineConfig, EngineError, Fact, FactId, FactInput, FactQuery,
-    OpOutcome, Status, StatusFilter, TenantStats, WriteOp,
+use std::sync::Arc;
+use tempora::store::{
+    AsOf, Cardinality, ChangeEvent, EngineError, Fact, FactId, FactInput, FactQuery, MemoryStore, OpOutcome, Status,
+    StatusFilter, TenantStats, WriteOp, WriteOutcome,
 };
+
+/// The store under test.
+type Store = Arc<dyn MemoryStore>;
+
+/// One write, waited for.
+fn write(store: &Store, tenant: &str, ops: Vec<WriteOp>) -> Result<WriteOutcome, EngineError> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    store.write_then(tenant, ops, None, Box::new(move |r| {
+        let _ = tx.send(r);
+    }))?;
+    match rx.recv().expect("the store answers every write") {
+        Ok(Ok(outcome)) => Ok(outcome),
+        Ok(Err(_)) => panic!("a replay without an idempotency key"),
+        Err(e) => Err(e),
+    }
+}
 
 // ---- the universe ------------------------------------------------------------------
 
@@ -618,7 +636,7 @@ fn key_of(f: &Fact) -> Key {
 }
 
 struct Harness {
-    engine: Engine,
+    engine: Store,
     model: Model,
     /// Model id -> engine id, and back.
     ids: HashMap<Mid, FactId>,
@@ -628,9 +646,9 @@ struct Harness {
 }
 
 impl Harness {
-    fn new() -> Self {
+    fn new(engine: Store) -> Self {
         Harness {
-            engine: Engine::open(EngineConfig::temporary()).expect("engine opens"),
+            engine,
             model: Model::new(),
             ids: HashMap::new(),
             rev: HashMap::new(),
@@ -713,7 +731,7 @@ impl Harness {
 
         let before = self.model.clone();
         let expected = self.model.write(tenant, &gen_ops);
-        let got = self.engine.write(TENANTS[tenant], engine_ops);
+        let got = write(&self.engine, TENANTS[tenant], engine_ops);
         match (expected, got) {
             (Err(m), Err(e)) => {
                 assert_eq!(m, err_kind(&e), "{op:?}: {e}");
@@ -983,6 +1001,34 @@ fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(256)
 }
 
+/// The PostgreSQL store's cases: each opens a database of its own, and
+/// every check is a round trip, so fewer cases than the engine's.
+fn postgres_cases() -> u32 {
+    std::env::var("PROPTEST_POSTGRES_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(24)
+}
+
+fn run_case(store: Store, ops: &[Op], reads: &[ReadSpec]) {
+    let mut h = Harness::new(store);
+    for op in ops {
+        h.run_op(op);
+    }
+    h.check_changes();
+    h.check_invariants();
+    h.check_reads(reads);
+}
+
+/// A PostgreSQL store on a new database of the test cluster. The case runs
+/// on a plain thread (proptest's), so the database is made on a runtime of
+/// its own.
+fn postgres_store() -> Store {
+    let url = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(crate::common::postgres::database());
+    tempora::store::postgres::open(&url).expect("the PostgreSQL store opens")
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: cases(),
@@ -992,17 +1038,28 @@ proptest! {
     })]
 
     #[test]
-    fn engine_matches_the_model(
+    fn the_embedded_engine_matches_the_model(
         ops in prop::collection::vec(op(), 1..=40),
         reads in prop::collection::vec(read_spec(), 8..=16),
     ) {
-        let mut h = Harness::new();
-        for op in &ops {
-            h.run_op(op);
-        }
-        h.check_changes();
-        h.check_invariants();
-        h.check_reads(&reads);
+        run_case(tempora::store::embedded::temporary(), &ops, &reads);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: postgres_cases(),
+        failure_persistence: None,
+        max_shrink_iters: 200,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn the_postgres_store_matches_the_model(
+        ops in prop::collection::vec(op(), 1..=40),
+        reads in prop::collection::vec(read_spec(), 8..=16),
+    ) {
+        run_case(postgres_store(), &ops, &reads);
     }
 }
 
