@@ -103,36 +103,18 @@ CREATE INDEX fact_versions_by_subject ON fact_versions (tenant_id, subject, pred
 -- What a transaction wrote: the change feed resolves its events here.
 CREATE INDEX fact_versions_by_tx ON fact_versions (tenant_id, tx);
 
--- The latest version of each fact (a copy of its newest fact_versions row).
+-- The latest version of each fact (a copy of its newest fact_versions row):
+-- the same columns and checks, and what only the latest version needs.
 CREATE TABLE facts (
-    tenant_id integer NOT NULL REFERENCES tenants (id),
-    id uuid NOT NULL,
-    tx bigint NOT NULL CHECK (tx > 0),
-    subject text COLLATE "C" NOT NULL CHECK (subject <> ''),
-    predicate text COLLATE "C" NOT NULL CHECK (predicate <> ''),
-    object text NOT NULL,
-    confidence double precision NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
-    source text,
-    properties text,
-    valid_from bigint NOT NULL,
-    valid_until bigint,
-    recorded_at bigint NOT NULL,
-    status text NOT NULL CHECK (status IN ('active', 'candidate', 'superseded', 'retracted')),
-    created_tx bigint NOT NULL,
-    created_at bigint NOT NULL,
-    supersedes uuid[] NOT NULL DEFAULT '{}',
-    superseded_by uuid,
-    continues uuid,
-    continued_by uuid[] NOT NULL DEFAULT '{}',
+    LIKE fact_versions INCLUDING DEFAULTS INCLUDING CONSTRAINTS,
     -- What an active fact holds exclusively over its interval: '' (the whole
     -- subject and predicate) under cardinality one and strict, 'm' and a
     -- digest of its object under many. Set from the predicate's cardinality when the
     -- version is written.
     slot text NOT NULL,
     PRIMARY KEY (tenant_id, id),
+    FOREIGN KEY (tenant_id) REFERENCES tenants (id),
     FOREIGN KEY (tenant_id, id, tx) REFERENCES fact_versions (tenant_id, id, tx),
-    CHECK (valid_until IS NULL OR valid_until >= valid_from),
-    CHECK (created_tx <= tx AND created_at <= recorded_at),
     -- No two active facts hold one slot over overlapping valid time.
     CONSTRAINT one_active_value EXCLUDE USING gist (
         tenant_id WITH =,

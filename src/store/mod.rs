@@ -17,7 +17,7 @@ pub mod embedded;
 pub mod postgres;
 
 pub use tempora_storage::{
-    is_entity_ref, validate_input, AsOf, Asserted, Cardinality, Change, ChangeEvent, CommitListener, EngineError,
+    is_entity_ref, validate_input, validate_write, AsOf, Asserted, Cardinality, Change, ChangeEvent, CommitListener, EngineError,
     Fact, FactHistory, FactId, FactInput, FactPage, FactQuery, Idempotency, IoStats, LoggedChange, LoggedEvent,
     Millis, OpOutcome, PredicateInfo, RenderReply, SourceStats, Status, StatusFilter, StatusSet, StorageError,
     TenantStats, Tx, WriteOp, WriteOutcome, DEFAULT_PAGE, DEFAULT_THRESHOLD, MAX_JSON_DEPTH, MAX_PAGE,

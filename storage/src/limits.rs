@@ -2,7 +2,7 @@
 //! from. The service may enforce tighter request-level limits on top.
 
 use crate::error::{EngineError, Result};
-use crate::model::FactInput;
+use crate::model::{FactInput, WriteOp};
 use serde_json::Value;
 
 pub const MAX_SUBJECT_BYTES: usize = 1024;
@@ -11,6 +11,30 @@ pub const MAX_SOURCE_BYTES: usize = 2048;
 /// Serialized size of `object` plus `properties`.
 pub const MAX_VALUE_BYTES: usize = 256 * 1024;
 pub const MAX_JSON_DEPTH: usize = 32;
+
+/// Checks one write (one transaction) of `tenant` before anything of it is
+/// applied: a tenant, at least one operation, and each operation's input.
+pub fn validate_write(tenant: &str, ops: &[WriteOp]) -> Result<()> {
+    if tenant.is_empty() {
+        return Err(EngineError::invalid("tenant must not be empty"));
+    }
+    if ops.is_empty() {
+        return Err(EngineError::invalid("a write needs at least one operation"));
+    }
+    for op in ops {
+        match op {
+            WriteOp::Assert(input) => validate_input(input)?,
+            WriteOp::SetThreshold(t) if !(0.0..=1.0).contains(t) => {
+                return Err(EngineError::invalid(format!("threshold must be within [0, 1], got {t}")))
+            }
+            WriteOp::SetCardinality { predicate, .. } if predicate.is_empty() => {
+                return Err(EngineError::invalid("predicate must not be empty"))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
 
 pub fn validate_input(f: &FactInput) -> Result<()> {
     check_name("subject", &f.subject, MAX_SUBJECT_BYTES)?;

@@ -2,7 +2,7 @@
 //! so a future layout can be told apart from this one by its first byte.
 
 use crate::error::StorageError;
-use crate::model::{Cardinality, FactId, Millis, Tx};
+use crate::model::{Asserted, Cardinality, Fact, FactId, Millis, Tx};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// First byte of every stored value written by this format.
@@ -62,4 +62,23 @@ pub enum LogEvent {
     },
     Cardinality { predicate: String, cardinality: Cardinality },
     Threshold { threshold: f64 },
+}
+
+impl LogEvent {
+    /// What the log says of an assert: the new fact, what it closed and
+    /// continued, its subject, and how many closed facts held another value.
+    pub fn asserted(a: &Asserted) -> LogEvent {
+        LogEvent::Assert {
+            fact: a.fact.id,
+            superseded: a.superseded.iter().map(|f| f.id).collect(),
+            continued: a.continued.iter().map(|f| f.id).collect(),
+            subject: Some(a.fact.subject.clone()),
+            changed: Some(a.superseded.iter().filter(|f| f.object != a.fact.object).count() as u32),
+        }
+    }
+
+    /// What the log says of a retraction that wrote a version.
+    pub fn retracted(f: &Fact) -> LogEvent {
+        LogEvent::Retract { fact: f.id, subject: Some(f.subject.clone()) }
+    }
 }

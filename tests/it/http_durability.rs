@@ -83,23 +83,6 @@ async fn load_for(count: &AtomicUsize, at_least: Duration) {
     }
 }
 
-/// Every fact of the tenant, page by page.
-async fn all_facts(api: &Api) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let q = match &cursor {
-            Some(c) => format!("/api/facts?status=all&limit=1000&cursor={}", enc(c)),
-            None => "/api/facts?status=all&limit=1000".to_string(),
-        };
-        let r = api.get(&q).await;
-        out.extend(r.expect(200).as_array().unwrap().iter().cloned());
-        match r.header("x-next-cursor") {
-            Some(c) => cursor = Some(c.to_string()),
-            None => return out,
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn acknowledged_writes_survive_kill_9_under_load() {
@@ -229,7 +212,7 @@ async fn search_catches_up(api: &Api, round_acks: &[Ack]) {
 
 async fn verify(api: &Api, acked: &[Ack]) {
     // Every acknowledged fact, by id, with its tx.
-    let facts = all_facts(api).await;
+    let facts = api.all_facts().await;
     let by_id: HashMap<&str, &Value> = facts.iter().map(|f| (f["id"].as_str().unwrap(), f)).collect();
     for ack in acked {
         for id in &ack.ids {

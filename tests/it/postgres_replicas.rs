@@ -5,7 +5,7 @@
 //! replica; a replica killed with SIGKILL under load losing nothing it
 //! acknowledged.
 
-use crate::common::{client, enc, postgres, Api, Server, Sse};
+use crate::common::{client, postgres, Api, Server, Sse};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,23 +49,6 @@ async fn hot_writer(api: Api, w: usize, stop: Arc<AtomicBool>) -> Vec<Ack> {
     acks
 }
 
-/// Every fact of the tenant (any status), through `api`.
-async fn all_facts(api: &Api) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let q = match &cursor {
-            Some(c) => format!("/api/facts?status=all&limit=1000&cursor={}", enc(c)),
-            None => "/api/facts?status=all&limit=1000".to_string(),
-        };
-        let r = api.get(&q).await;
-        out.extend(r.expect(200).as_array().unwrap().iter().cloned());
-        match r.header("x-next-cursor") {
-            Some(c) => cursor = Some(c.to_string()),
-            None => return out,
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_replicas_keep_one_order_and_one_value_per_hot_key() {
@@ -123,7 +106,7 @@ async fn three_replicas_keep_one_order_and_one_value_per_hot_key() {
     assert_eq!(backwards, 0, "record time went back while tx rose");
 
     // Every acknowledged fact is there, through any replica.
-    let facts = all_facts(&apis[2]).await;
+    let facts = apis[2].all_facts().await;
     let known: HashMap<&str, &Value> = facts.iter().map(|f| (f["id"].as_str().unwrap(), f)).collect();
     for a in &acks {
         assert!(known.contains_key(a.id.as_str()), "acknowledged fact {} missing", a.id);
@@ -181,7 +164,7 @@ async fn a_replica_killed_under_load_loses_nothing_it_acknowledged() {
     assert!(!acks.is_empty());
     // A new replica on the same database sees every acknowledged write.
     let fresh = Server::start(&dir.path().join("r9"), &[("TEMPORA_STORE", url.as_str())]);
-    let facts = all_facts(&Api::new(&fresh, None)).await;
+    let facts = Api::new(&fresh, None).all_facts().await;
     let ids: BTreeSet<&str> = facts.iter().map(|f| f["id"].as_str().unwrap()).collect();
     let lost: Vec<&Ack> = acks.iter().filter(|a| !ids.contains(a.id.as_str())).collect();
     assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
@@ -267,7 +250,7 @@ async fn a_database_crash_under_load_answers_503_meanwhile_and_loses_nothing_ack
     assert_eq!(after.status.as_u16(), 200, "readyz once it is back: {}", after.text);
     assert!(all.at.iter().any(|t| *t > restarted), "no write was acknowledged after the database came back");
     // Every acknowledged write is there.
-    let facts = all_facts(&api).await;
+    let facts = api.all_facts().await;
     let ids: BTreeSet<&str> = facts.iter().map(|f| f["id"].as_str().unwrap()).collect();
     let lost: Vec<&Ack> = all.acks.iter().filter(|a| !ids.contains(a.id.as_str())).collect();
     assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");

@@ -14,7 +14,7 @@
 use super::rows::{self, db_tx, json_text, FactParams, COLUMNS};
 use super::shared::{again, unreachable_error, Shared};
 use crate::store::{
-    validate_input, Asserted, Cardinality, EngineError, Fact, FactId, FactInput, Idempotency, Millis, OpOutcome,
+    validate_write, Asserted, Cardinality, EngineError, Fact, FactId, FactInput, Idempotency, Millis, OpOutcome,
     PredicateInfo, Status, StorageError, Tx, WriteDone, WriteOp, WriteOutcome, DEFAULT_THRESHOLD,
 };
 use std::collections::HashMap;
@@ -234,8 +234,10 @@ async fn apply_group(
     let mut tenants: HashMap<String, TenantState> = HashMap::new();
     let mut answers = Vec::with_capacity(jobs.len());
     for job in jobs.iter_mut() {
-        if job.tenant.is_empty() {
-            answers.push(Answer::Done(Err(EngineError::Invalid("tenant must not be empty".into()))));
+        // Checked before the tenant's row is made: an empty tenant name
+        // must not fail the group.
+        if let Err(e) = validate_write(&job.tenant, &job.ops) {
+            answers.push(Answer::Done(Err(e)));
             continue;
         }
         if !tenants.contains_key(&job.tenant) {
@@ -389,40 +391,19 @@ async fn apply_write(
     ops: &[WriteOp],
     at: Stamp,
 ) -> Result<WriteOutcome, Refused> {
-    if ops.is_empty() {
-        return Err(EngineError::Invalid("a write needs at least one operation".into()).into());
-    }
-    for op in ops {
-        match op {
-            WriteOp::Assert(input) => validate_input(input)?,
-            WriteOp::SetThreshold(t) if !(0.0..=1.0).contains(t) => {
-                return Err(EngineError::Invalid(format!("threshold must be within [0, 1], got {t}")).into())
-            }
-            WriteOp::SetCardinality { predicate, .. } if predicate.is_empty() => {
-                return Err(EngineError::Invalid("predicate must not be empty".into()).into())
-            }
-            _ => {}
-        }
-    }
     let mut outcomes = Vec::with_capacity(ops.len());
     let mut events = Vec::with_capacity(ops.len());
     for op in ops {
         let outcome = match op {
             WriteOp::Assert(input) => {
                 let a = assert(tx, tenant, state, input, at).await?;
-                events.push(LogEvent::Assert {
-                    fact: a.fact.id,
-                    superseded: a.superseded.iter().map(|f| f.id).collect(),
-                    continued: a.continued.iter().map(|f| f.id).collect(),
-                    subject: Some(a.fact.subject.clone()),
-                    changed: Some(a.superseded.iter().filter(|f| f.object != a.fact.object).count() as u32),
-                });
+                events.push(LogEvent::asserted(&a));
                 OpOutcome::Asserted(a)
             }
             WriteOp::Retract(id) => {
                 let (fact, changed) = retract(tx, tenant, state, *id, at).await?;
                 if changed {
-                    events.push(LogEvent::Retract { fact: fact.id, subject: Some(fact.subject.clone()) });
+                    events.push(LogEvent::retracted(&fact));
                 }
                 OpOutcome::Retracted { fact, changed }
             }

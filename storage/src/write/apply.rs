@@ -11,7 +11,6 @@ use crate::error::{EngineError, Result};
 use crate::fact_record;
 use crate::keys::{self, TenantId};
 use crate::kv::Keyspace;
-use crate::limits::validate_input;
 use crate::model::*;
 use crate::record::{self, LogEntry, LogEvent};
 use crate::takeover::{self, AssertPlan, Stamp};
@@ -35,24 +34,7 @@ struct Cx<'o, 'kv> {
 /// Applies one request to the overlay. On error the caller rolls the overlay
 /// and catalog back to their marks: nothing of a failed request survives.
 pub fn apply(ov: &mut Overlay<'_>, cat: &mut Catalog, req: Request<'_>, wall_now: Millis) -> Result<WriteOutcome> {
-    if req.tenant.is_empty() {
-        return Err(EngineError::invalid("tenant must not be empty"));
-    }
-    if req.ops.is_empty() {
-        return Err(EngineError::invalid("a write needs at least one operation"));
-    }
-    for op in req.ops {
-        match op {
-            WriteOp::Assert(input) => validate_input(input)?,
-            WriteOp::SetThreshold(t) if !(0.0..=1.0).contains(t) => {
-                return Err(EngineError::invalid(format!("threshold must be within [0, 1], got {t}")))
-            }
-            WriteOp::SetCardinality { predicate, .. } if predicate.is_empty() => {
-                return Err(EngineError::invalid("predicate must not be empty"))
-            }
-            _ => {}
-        }
-    }
+    crate::limits::validate_write(req.tenant, req.ops)?;
 
     let (tx, now) = cat.next_tx(wall_now);
     let (tid, new_tenant) = cat.tenant(req.tenant);
@@ -68,19 +50,13 @@ pub fn apply(ov: &mut Overlay<'_>, cat: &mut Catalog, req: Request<'_>, wall_now
         let outcome = match op {
             WriteOp::Assert(input) => {
                 let a = cx.assert(input)?;
-                events.push(LogEvent::Assert {
-                    fact: a.fact.id,
-                    superseded: a.superseded.iter().map(|f| f.id).collect(),
-                    continued: a.continued.iter().map(|f| f.id).collect(),
-                    subject: Some(a.fact.subject.clone()),
-                    changed: Some(a.superseded.iter().filter(|f| f.object != a.fact.object).count() as u32),
-                });
+                events.push(LogEvent::asserted(&a));
                 OpOutcome::Asserted(a)
             }
             WriteOp::Retract(id) => {
                 let (fact, changed) = cx.retract(*id)?;
                 if changed {
-                    events.push(LogEvent::Retract { fact: fact.id, subject: Some(fact.subject.clone()) });
+                    events.push(LogEvent::retracted(&fact));
                 }
                 OpOutcome::Retracted { fact, changed }
             }

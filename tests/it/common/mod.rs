@@ -361,6 +361,24 @@ impl Api {
     }
 
     /// GET /api/facts with a query string; the list.
+    /// Every fact of the tenant, any status, page by page.
+    pub async fn all_facts(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let q = match &cursor {
+                Some(c) => format!("/api/facts?status=all&limit=1000&cursor={}", enc(c)),
+                None => "/api/facts?status=all&limit=1000".to_string(),
+            };
+            let r = self.get(&q).await;
+            out.extend(r.expect(200).as_array().unwrap().iter().cloned());
+            match r.header("x-next-cursor") {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return out,
+            }
+        }
+    }
+
     pub async fn list(&self, query: &str) -> Vec<Value> {
         let r = self.get(&format!("/api/facts?{query}")).await;
         r.expect(200).as_array().unwrap_or_else(|| panic!("not a list: {}", r.text)).clone()
