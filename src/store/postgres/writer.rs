@@ -234,10 +234,10 @@ async fn apply_group(
     let mut tenants: HashMap<String, TenantState> = HashMap::new();
     let mut answers = Vec::with_capacity(jobs.len());
     for job in jobs.iter_mut() {
-        // Checked before the tenant's row is made: an empty tenant name
-        // must not fail the group.
-        if let Err(e) = validate_write(&job.tenant, &job.ops) {
-            answers.push(Answer::Done(Err(e)));
+        // A write without a tenant has nowhere to be recorded, not even its
+        // refusal: it is answered before the tenant's row would be made.
+        if job.tenant.is_empty() {
+            answers.push(Answer::Done(Err(EngineError::Invalid("tenant must not be empty".into()))));
             continue;
         }
         if !tenants.contains_key(&job.tenant) {
@@ -258,7 +258,12 @@ async fn apply_group(
         let before = state.clone();
         tx.batch_execute("SAVEPOINT write").await?;
         let this_tx = (last_tx + 1) as Tx;
-        let result = apply_write(&tx, &job.tenant, state, &job.ops, Stamp { tx: this_tx, now }).await;
+        // A refused input is an answer like any other: stored under its
+        // idempotency key below, and replayed.
+        let result = match validate_write(&job.tenant, &job.ops) {
+            Ok(()) => apply_write(&tx, &job.tenant, state, &job.ops, Stamp { tx: this_tx, now }).await,
+            Err(e) => Err(Refused::Rule(e)),
+        };
         let result = match result {
             Ok(outcome) => {
                 last_tx += 1;
