@@ -1,9 +1,7 @@
 //! Starting and stopping the service.
 
-mod head_errors;
-
 use crate::config::{Config, DurabilitySetting, Listen, StorageBackendSetting};
-use crate::http::{AppState, Shared};
+use crate::http::{head_errors, AppState, Shared};
 use crate::service::Service;
 use crate::metrics::Metrics;
 use anyhow::{Context, Result};
@@ -182,7 +180,7 @@ async fn serve_http(
         .max_header_size(limits.max_header_bytes)
         // The read buffer must hold a whole head; hyper's floor is 8 KiB.
         .max_buf_size(limits.max_header_bytes.max(8192) + 1024);
-    let envelopes = Arc::new(head_errors::Envelopes::new(&limits));
+    let envelopes = Arc::new(head_errors::Envelopes::new(limits.max_headers, limits.max_header_bytes));
     // Each connection task holds a receiver; `closed()` resolves when the
     // last one is gone.
     let (open_tx, open_rx) = watch::channel(());

@@ -14,6 +14,7 @@ pub mod digest;
 pub mod error;
 pub mod extract;
 pub mod facts;
+pub mod head_errors;
 pub mod idempotency;
 pub mod mcp;
 pub mod neurosan;

@@ -18,8 +18,7 @@
 //! and `date`, ending the bytes handed to the socket. The app's own errors
 //! always carry a JSON body, so an empty 400, 414 or 431 is never theirs.
 
-use crate::config::Limits;
-use crate::http::error::ApiError;
+use super::error::ApiError;
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use hyper::body::{Frame, SizeHint};
@@ -38,7 +37,9 @@ pub struct Envelopes {
 }
 
 impl Envelopes {
-    pub fn new(limits: &Limits) -> Envelopes {
+    /// `max_headers` and `max_header_bytes` are the listener's limits, named
+    /// in the 431 message.
+    pub fn new(max_headers: usize, max_header_bytes: usize) -> Envelopes {
         let body = |status, code, message: String| ApiError::new(status, code, message).body().to_string().into_bytes();
         Envelopes {
             bad_request: body(
@@ -52,7 +53,7 @@ impl Envelopes {
                 "HeadersTooLarge",
                 format!(
                     "the request head is too large: at most {} headers in {} bytes (max_headers, max_header_bytes)",
-                    limits.max_headers, limits.max_header_bytes
+                    max_headers, max_header_bytes
                 ),
             ),
         }
@@ -340,7 +341,7 @@ mod tests {
         b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\ndate: Mon, 07 Dec 2026 07:52:41 GMT\r\n\r\n";
 
     fn envelopes() -> Arc<Envelopes> {
-        Arc::new(Envelopes::new(&Limits::default()))
+        Arc::new(Envelopes::new(100, 64 * 1024))
     }
 
     /// Splits a written answer into its head lines and its body.
