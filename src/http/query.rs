@@ -81,8 +81,8 @@ impl QueryPairs {
     }
 
     /// `status`: absent means the default (active; with `valid_at` also
-    /// superseded facts covering it); `all`/`any` means every status; else a
-    /// comma-separated list.
+    /// superseded facts covering it); `all`/`any` means every status,
+    /// retracted included; else a comma-separated list.
     pub fn status(&self) -> Result<StatusFilter, ApiError> {
         let Some(v) = self.string("status")? else { return Ok(StatusFilter::Current) };
         let v = v.trim();
@@ -90,7 +90,7 @@ impl QueryPairs {
             return Ok(StatusFilter::Current);
         }
         if v == "all" || v == "any" {
-            return Ok(StatusFilter::Any);
+            return Ok(StatusFilter::Among(StatusSet::all()));
         }
         let mut set = StatusSet::default();
         for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {

@@ -139,10 +139,11 @@ impl Block {
     }
 }
 
-/// `all`, `any`, or a comma-separated list of statuses (no spaces).
+/// `all` or `any` (every status, retracted included), or a comma-separated
+/// list of statuses (no spaces).
 fn status_filter(s: &str) -> Result<StatusFilter, String> {
     if s == "all" || s == "any" {
-        return Ok(StatusFilter::Any);
+        return Ok(StatusFilter::Among(StatusSet::all()));
     }
     let mut set = StatusSet::default();
     for part in s.split(',') {
@@ -362,14 +363,10 @@ fn run_block(engine: &dyn MemoryStore, tenant: &str, defaults: &Rules, block: &B
             json!({"type": "stats", "facts": {"active": s.active, "candidate": s.candidate, "superseded": s.superseded, "retracted": s.retracted, "total": s.total()}, "entities": s.subjects, "predicates": s.predicates})
         }
         Block::Facts { subject, predicate, status, limit } => {
-            let status =
-                status.as_deref().map(status_filter).transpose().map_err(EngineError::Invalid)?.unwrap_or_default();
             let q = FactQuery {
                 subject: subject.clone(),
                 predicate: predicate.clone(),
-                // `all` is every status, retracted included, as on GET /api/facts.
-                include_retracted: status == StatusFilter::Any,
-                status,
+                status: status.as_deref().map(status_filter).transpose().map_err(EngineError::Invalid)?.unwrap_or_default(),
                 limit: MAX_PAGE,
                 ..Default::default()
             };

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex, PoisonError};
 use tempora_storage::{
     Cardinality, EngineError, Fact, FactHistory, FactId, FactInput, FactPage, FactQuery, Idempotency, Millis,
-    OpOutcome, PredicateInfo, StatusFilter, Tx, WriteOp, WriteOutcome,
+    OpOutcome, PredicateInfo, Tx, WriteOp, WriteOutcome,
 };
 
 /// The most facts one batch may assert.
@@ -116,14 +116,8 @@ impl Service {
         Ok(blocking(move || engine.history(&tenant, id)).await?)
     }
 
-    /// A page of facts. `status=all` ([`StatusFilter::Any`]) is every
-    /// status, retracted included: the engine leaves retracted facts out of
-    /// `Any` unless `include_retracted` is set, but a caller asking for all
-    /// statuses means all of them.
-    pub async fn facts(&self, tenant: &str, mut query: FactQuery) -> Result<FactPage> {
-        if query.status == StatusFilter::Any {
-            query.include_retracted = true;
-        }
+    /// A page of facts.
+    pub async fn facts(&self, tenant: &str, query: FactQuery) -> Result<FactPage> {
         Ok(self.memory.query(tenant, query).await?)
     }
 

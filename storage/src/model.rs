@@ -36,6 +36,8 @@ pub enum Status {
 }
 
 impl Status {
+    pub const ALL: [Status; 4] = [Status::Active, Status::Candidate, Status::Superseded, Status::Retracted];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Active => "active",
@@ -311,6 +313,11 @@ pub enum StatusFilter {
 pub struct StatusSet(u8);
 
 impl StatusSet {
+    /// Every status, retracted included (`status=all`).
+    pub fn all() -> StatusSet {
+        Status::ALL.into_iter().collect()
+    }
+
     fn bit(s: Status) -> u8 {
         match s {
             Status::Active => 1,

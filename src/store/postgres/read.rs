@@ -20,10 +20,9 @@ use tokio_postgres::Client;
 
 pub type Result<T> = std::result::Result<T, EngineError>;
 
-/// The tenant's id, or `None` when it has never written.
-pub async fn tenant_id(c: &Client, tenant: &str) -> Result<Option<i32>> {
-    Ok(c.query_opt("SELECT id FROM tenants WHERE name = $1", &[&tenant]).await.map_err(db)?.map(|r| r.get(0)))
-}
+/// The tenant's id, as a condition's right side: a tenant that has never
+/// written has none, and matches nothing.
+const TENANT: &str = "(SELECT id FROM tenants WHERE name = $1)";
 
 /// `as_of` as a transaction bound: a record time resolves to the last
 /// transaction recorded at or before it. A time at or after the store's
@@ -57,16 +56,15 @@ pub async fn as_of_tx(c: &mut Client, as_of: Option<AsOf>) -> Result<Option<Tx>>
 }
 
 pub async fn get(c: &mut Client, tenant: &str, id: FactId, as_of: Option<AsOf>) -> Result<Option<Fact>> {
-    let Some(tid) = tenant_id(c, tenant).await? else { return Ok(None) };
     let row = match as_of_tx(c, as_of).await? {
-        None => c.query_opt(&format!("SELECT {COLUMNS} FROM facts WHERE tenant_id = $1 AND id = $2"), &[&tid, &id]).await,
+        None => c.query_opt(&format!("SELECT {COLUMNS} FROM facts WHERE tenant_id = {TENANT} AND id = $2"), &[&tenant, &id]).await,
         Some(x) => {
             c.query_opt(
                 &format!(
-                    "SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = $1 AND id = $2 AND tx <= $3
+                    "SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = {TENANT} AND id = $2 AND tx <= $3
                      ORDER BY tx DESC LIMIT 1"
                 ),
-                &[&tid, &id, &db_tx(x)],
+                &[&tenant, &id, &db_tx(x)],
             )
             .await
         }
@@ -76,9 +74,8 @@ pub async fn get(c: &mut Client, tenant: &str, id: FactId, as_of: Option<AsOf>) 
 
 pub async fn history(c: &Client, tenant: &str, id: FactId) -> Result<FactHistory> {
     let not_found = || EngineError::NotFound(format!("no fact with id {id}"));
-    let tid = tenant_id(c, tenant).await?.ok_or_else(not_found)?;
     let found = c
-        .query(&format!("SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = $1 AND id = $2 ORDER BY tx"), &[&tid, &id])
+        .query(&format!("SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = {TENANT} AND id = $2 ORDER BY tx"), &[&tenant, &id])
         .await
         .map_err(db)?;
     let versions = found.iter().map(|r| rows::fact(tenant, r)).collect::<Result<Vec<_>>>()?;
@@ -131,20 +128,17 @@ fn statuses(q: &FactQuery) -> Vec<&'static str> {
             s
         }
         StatusFilter::Only(s) => vec![s],
-        StatusFilter::Among(set) => {
-            [Status::Active, Status::Candidate, Status::Superseded, Status::Retracted].into_iter().filter(|s| set.contains(*s)).collect()
-        }
+        StatusFilter::Among(set) => Status::ALL.into_iter().filter(|s| set.contains(*s)).collect(),
         StatusFilter::Any => vec![Status::Active, Status::Candidate, Status::Superseded],
     };
     if q.include_retracted && !out.contains(&Status::Retracted) {
         out.push(Status::Retracted);
     }
-    out.into_iter().map(rows::status_name).collect()
+    out.into_iter().map(Status::as_str).collect()
 }
 
 /// A page of facts matching `q`, in the engine's order.
 pub async fn query(c: &mut Client, tenant: &str, q: &FactQuery) -> Result<FactPage> {
-    let Some(tid) = tenant_id(c, tenant).await? else { return Ok(FactPage { facts: Vec::new(), next_cursor: None }) };
     let limit = match q.limit {
         0 => DEFAULT_PAGE,
         n => n.min(MAX_PAGE),
@@ -155,12 +149,12 @@ pub async fn query(c: &mut Client, tenant: &str, q: &FactQuery) -> Result<FactPa
     let status = statuses(q);
     let asof_tx = as_of.map(db_tx);
 
-    let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![Box::new(tid)];
+    let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![Box::new(tenant.to_string())];
     let mut bind = |v: Box<dyn ToSql + Sync + Send>| {
         params.push(v);
         format!("${}", params.len())
     };
-    let mut wher = vec!["f.tenant_id = $1".to_string()];
+    let mut wher = vec![format!("f.tenant_id = {TENANT}")];
     if let Some(s) = &q.subject {
         wher.push(format!("f.subject = {}", bind(Box::new(s.clone()))));
     }
@@ -266,14 +260,14 @@ fn decode_cursor(c: &str, plan: Plan) -> Result<(String, String, uuid::Uuid)> {
 /// Every version of every fact about `subject` visible at `as_of`, by tx
 /// then id.
 pub async fn subject_history(c: &mut Client, tenant: &str, subject: &str, as_of: Option<AsOf>) -> Result<Vec<Fact>> {
-    let Some(tid) = tenant_id(c, tenant).await? else { return Ok(Vec::new()) };
     let bound = as_of_tx(c, as_of).await?.map_or(i64::MAX, db_tx);
     let found = c
         .query(
             &format!(
-                "SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = $1 AND subject = $2 AND tx <= $3 ORDER BY tx, id"
+                "SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = {TENANT} AND subject = $2 AND tx <= $3
+                 ORDER BY tx, id"
             ),
-            &[&tid, &subject, &bound],
+            &[&tenant, &subject, &bound],
         )
         .await
         .map_err(db)?;
@@ -281,11 +275,11 @@ pub async fn subject_history(c: &mut Client, tenant: &str, subject: &str, as_of:
 }
 
 /// The tenant's change-log rows after `after`, oldest first.
-async fn log_rows(c: &Client, tid: i32, after: Tx, limit: usize) -> Result<Vec<(Tx, Millis, Vec<LogEvent>)>> {
+async fn log_rows(c: &Client, tenant: &str, after: Tx, limit: usize) -> Result<Vec<(Tx, Millis, Vec<LogEvent>)>> {
     let found = c
         .query(
-            "SELECT tx, recorded_at, events FROM changes WHERE tenant_id = $1 AND tx > $2 ORDER BY tx LIMIT $3",
-            &[&tid, &db_tx(after), &(limit.min(i64::MAX as usize) as i64)],
+            &format!("SELECT tx, recorded_at, events FROM changes WHERE tenant_id = {TENANT} AND tx > $2 ORDER BY tx LIMIT $3"),
+            &[&tenant, &db_tx(after), &(limit.min(i64::MAX as usize) as i64)],
         )
         .await
         .map_err(db)?;
@@ -302,14 +296,13 @@ async fn log_rows(c: &Client, tid: i32, after: Tx, limit: usize) -> Result<Vec<(
 
 /// Committed transactions of the tenant after `after`, resolved to versions.
 pub async fn changes(c: &Client, tenant: &str, after: Tx, limit: usize) -> Result<Vec<Change>> {
-    let Some(tid) = tenant_id(c, tenant).await? else { return Ok(Vec::new()) };
-    let log = log_rows(c, tid, after, limit).await?;
+    let log = log_rows(c, tenant, after, limit).await?;
     let Some(last) = log.last().map(|l| l.0) else { return Ok(Vec::new()) };
     // Every version those transactions wrote, in one read.
     let found = c
         .query(
-            &format!("SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = $1 AND tx > $2 AND tx <= $3"),
-            &[&tid, &db_tx(after), &db_tx(last)],
+            &format!("SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = {TENANT} AND tx > $2 AND tx <= $3"),
+            &[&tenant, &db_tx(after), &db_tx(last)],
         )
         .await
         .map_err(db)?;
@@ -349,9 +342,8 @@ pub async fn changes(c: &Client, tenant: &str, after: Tx, limit: usize) -> Resul
 /// The same by fact id: every row this store writes carries the subjects
 /// and value-change counts.
 pub async fn change_log(c: &Client, tenant: &str, after: Tx, limit: usize) -> Result<Vec<LoggedChange>> {
-    let Some(tid) = tenant_id(c, tenant).await? else { return Ok(Vec::new()) };
     let mut out = Vec::new();
-    for (tx, recorded_at, events) in log_rows(c, tid, after, limit).await? {
+    for (tx, recorded_at, events) in log_rows(c, tenant, after, limit).await? {
         let mut logged = Vec::with_capacity(events.len());
         for e in events {
             logged.push(match e {

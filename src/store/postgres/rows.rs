@@ -16,10 +16,6 @@ pub fn columns_of(alias: &str) -> String {
     COLUMNS.split(", ").map(|c| format!("{alias}.{c}")).collect::<Vec<_>>().join(", ")
 }
 
-pub fn status_name(s: Status) -> &'static str {
-    s.as_str()
-}
-
 fn status_of(name: &str) -> Result<Status, EngineError> {
     name.parse().map_err(|e: String| corrupt(format!("a fact row has status {name:?}: {e}")))
 }
@@ -58,7 +54,7 @@ impl FactParams {
             tx: db_tx(f.tx),
             object: json_text(&f.object),
             properties: f.properties.as_ref().map(|p| json_text(&Value::Object(p.clone()))),
-            status: status_name(f.status),
+            status: f.status.as_str(),
             created_tx: db_tx(f.created_tx),
         }
     }

@@ -23,7 +23,7 @@ use std::time::Duration;
 use tempora_storage::record::LogEvent;
 use tempora_storage::takeover::{self, Stamp};
 use tokio::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement, Transaction};
 use uuid::Uuid;
@@ -128,6 +128,49 @@ fn fail_all(jobs: Vec<Job>, e: &StorageError) {
     for job in jobs {
         (job.done)(Err(EngineError::Storage(again(e))));
     }
+}
+
+/// The statements of the write path that name every column, written out
+/// once (their text is also their key among the prepared statements).
+static PUT_VERSION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO fact_versions (tenant_id, {COLUMNS}) VALUES ($1, {})
+         ON CONFLICT (tenant_id, id, tx) DO UPDATE SET {}",
+        placeholders(),
+        updates()
+    )
+});
+static PUT_LATEST: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO facts (tenant_id, {COLUMNS}, slot) VALUES ($1, {}, $20)
+         ON CONFLICT (tenant_id, id) DO UPDATE SET {}, slot = EXCLUDED.slot",
+        placeholders(),
+        updates()
+    )
+});
+/// The facts of a pair a takeover may close: the live ones, then the
+/// superseded ones still valid after `$4` (by id, and by end, as the
+/// embedded engine lists them).
+static PAIR_FACTS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {COLUMNS} FROM facts
+         WHERE tenant_id = $1 AND subject = $2 AND predicate = $3
+           AND (status IN ('active', 'candidate')
+                OR (status = 'superseded' AND (valid_until IS NULL OR valid_until > $4)))
+         ORDER BY status = 'superseded', CASE WHEN status = 'superseded' THEN valid_until END, id"
+    )
+});
+static FACT_BY_ID: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {COLUMNS} FROM facts WHERE tenant_id = $1 AND id = $2"));
+
+/// `$2, ..., $19`: the fact's columns after the tenant.
+fn placeholders() -> String {
+    (2..=19).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
+/// `column = EXCLUDED.column` for every column of a fact.
+fn updates() -> String {
+    COLUMNS.split(", ").map(|c| format!("{c} = EXCLUDED.{c}")).collect::<Vec<_>>().join(", ")
 }
 
 /// Statements the writer's connection has prepared, by their text: each
@@ -464,17 +507,7 @@ async fn assert(
 ) -> Result<Asserted, Refused> {
     let fact = takeover::new_fact(tenant, input, Uuid::now_v7(), at, state.threshold)?;
     let cardinality = cardinality(tx, state, &fact.predicate).await?;
-    // The facts of the pair the planner needs: the live ones, then the
-    // superseded ones still valid after the new fact's start (in that
-    // order, by id and by end, as the embedded engine lists them).
-    let sql = format!(
-        "SELECT {COLUMNS} FROM facts
-         WHERE tenant_id = $1 AND subject = $2 AND predicate = $3
-           AND (status IN ('active', 'candidate')
-                OR (status = 'superseded' AND (valid_until IS NULL OR valid_until > $4)))
-         ORDER BY status = 'superseded', CASE WHEN status = 'superseded' THEN valid_until END, id"
-    );
-    let found = tx.query(&sql, &[&state.id, &fact.subject, &fact.predicate, &fact.valid_from]).await?;
+    let found = tx.query(&PAIR_FACTS, &[&state.id, &fact.subject, &fact.predicate, &fact.valid_from]).await?;
     let existing = found.iter().map(|r| rows::fact(tenant, r)).collect::<Result<Vec<Fact>, _>>()?;
     let had_live = existing.iter().any(|f| f.status.is_live());
     let plan = takeover::plan_assert(fact, existing, cardinality, Uuid::now_v7)?;
@@ -517,8 +550,7 @@ async fn retract(
     id: FactId,
     at: Stamp,
 ) -> Result<(Fact, bool), Refused> {
-    let sql = format!("SELECT {COLUMNS} FROM facts WHERE tenant_id = $1 AND id = $2");
-    let Some(row) = tx.query_opt(&sql, &[&state.id, &id]).await? else {
+    let Some(row) = tx.query_opt(&FACT_BY_ID, &[&state.id, &id]).await? else {
         return Err(EngineError::NotFound(format!("no fact with id {id}")).into());
     };
     let old = rows::fact(tenant, &row)?;
@@ -544,28 +576,12 @@ async fn write_version(
 ) -> Result<(), tokio_postgres::Error> {
     let p = FactParams::new(f);
     let values = p.params(f);
-    let updates = COLUMNS.split(", ").map(|c| format!("{c} = EXCLUDED.{c}")).collect::<Vec<_>>().join(", ");
-    let placeholders = (2..=19).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&tenant_id];
     params.extend_from_slice(&values);
-    tx.execute(
-        &format!(
-            "INSERT INTO fact_versions (tenant_id, {COLUMNS}) VALUES ($1, {placeholders})
-             ON CONFLICT (tenant_id, id, tx) DO UPDATE SET {updates}"
-        ),
-        &params,
-    )
-    .await?;
+    tx.execute(&PUT_VERSION, &params).await?;
     let slot = slot(cardinality, f);
     params.push(&slot);
-    tx.execute(
-        &format!(
-            "INSERT INTO facts (tenant_id, {COLUMNS}, slot) VALUES ($1, {placeholders}, $20)
-             ON CONFLICT (tenant_id, id) DO UPDATE SET {updates}, slot = EXCLUDED.slot"
-        ),
-        &params,
-    )
-    .await?;
+    tx.execute(&PUT_LATEST, &params).await?;
     Ok(())
 }
 
