@@ -110,7 +110,7 @@ CREATE TABLE facts (
     -- What an active fact holds exclusively over its interval: '' (the whole
     -- subject and predicate) under cardinality one and strict, 'm' and a
     -- digest of its object under many. Set from the predicate's cardinality when the
-    -- version is written.
+    -- fact is asserted; the remainder of a closed fact keeps the fact's slot.
     slot text NOT NULL,
     PRIMARY KEY (tenant_id, id),
     FOREIGN KEY (tenant_id) REFERENCES tenants (id),

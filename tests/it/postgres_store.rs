@@ -68,3 +68,37 @@ async fn takeover_rewind_retraction(api: &Api) {
     let stats = api.get("/api/stats").await.expect(200).clone();
     assert_eq!(stats["facts"]["retracted"], 1, "{stats}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn values_held_under_many_keep_their_remainders_once_the_predicate_is_one_on_postgres() {
+    let (_dir, server, _url) = serve_on_postgres().await;
+    values_from_many_to_one(&Api::new(&server, None)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn values_held_under_many_keep_their_remainders_once_the_predicate_is_one_embedded() {
+    let (_dir, server) = crate::common::fresh(&[]);
+    values_from_many_to_one(&Api::new(&server, None)).await;
+}
+
+/// Two values asserted while the predicate was `many` stand side by side.
+/// Made `one`, a bounded assert closes both over its interval, and each
+/// continues after it: the remainders share the pair as their facts did.
+async fn values_from_many_to_one(api: &Api) {
+    api.put("/api/predicates/speaks", &json!({"cardinality": "many"})).await.expect(200);
+    for lang in ["en", "fr"] {
+        api.assert_fact(json!({"subject": "Person:ana", "predicate": "speaks", "object": lang, "valid_from": year(2000)}))
+            .await;
+    }
+    api.put("/api/predicates/speaks", &json!({"cardinality": "one"})).await.expect(200);
+    let bounded = api
+        .assert_fact(json!({"subject": "Person:ana", "predicate": "speaks", "object": "fr",
+                            "valid_from": year(2010), "valid_until": year(2012)}))
+        .await;
+    assert_eq!(bounded["supersedes"].as_array().map(Vec::len), Some(2), "{bounded}");
+
+    let mut later = api.list(&format!("subject=Person:ana&valid_at={}", year(2013))).await;
+    later.sort_by(|a, b| a["object"].as_str().cmp(&b["object"].as_str()));
+    assert_eq!(objects(&later), ["en", "fr"]);
+    assert_eq!(objects(&api.list(&format!("subject=Person:ana&valid_at={}", year(2011))).await), ["fr"]);
+}

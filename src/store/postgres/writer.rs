@@ -153,7 +153,7 @@ static PUT_LATEST: LazyLock<String> = LazyLock::new(|| {
 /// embedded engine lists them).
 static PAIR_FACTS: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT {COLUMNS} FROM facts
+        "SELECT {COLUMNS}, slot FROM facts
          WHERE tenant_id = $1 AND subject = $2 AND predicate = $3
            AND (status IN ('active', 'candidate')
                 OR (status = 'superseded' AND (valid_until IS NULL OR valid_until > $4)))
@@ -161,7 +161,7 @@ static PAIR_FACTS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 static FACT_BY_ID: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {COLUMNS} FROM facts WHERE tenant_id = $1 AND id = $2"));
+    LazyLock::new(|| format!("SELECT {COLUMNS}, slot FROM facts WHERE tenant_id = $1 AND id = $2"));
 
 /// `$2, ..., $19`: the fact's columns after the tenant.
 fn placeholders() -> String {
@@ -509,16 +509,23 @@ async fn assert(
     let cardinality = cardinality(tx, state, &fact.predicate).await?;
     let found = tx.query(&PAIR_FACTS, &[&state.id, &fact.subject, &fact.predicate, &fact.valid_from]).await?;
     let existing = found.iter().map(|r| rows::fact(tenant, r)).collect::<Result<Vec<Fact>, _>>()?;
+    // A closed fact and its tail keep the slot the fact was written with:
+    // the tail's valid time lies inside the closed fact's, so it can meet no
+    // value the fact did not already stand beside, even when the predicate's
+    // cardinality changed since (a fact asserted under `many` may share its
+    // pair with others, and so may its remainder).
+    let slots: HashMap<FactId, String> = existing.iter().zip(&found).map(|(f, r)| (f.id, r.get("slot"))).collect();
     let had_live = existing.iter().any(|f| f.status.is_live());
     let plan = takeover::plan_assert(fact, existing, cardinality, Uuid::now_v7)?;
 
     let mut superseded = Vec::with_capacity(plan.closings.len());
     let mut continued = Vec::new();
     for c in plan.closings {
-        write_version(tx, state.id, &c.closed, cardinality).await?;
+        let kept = &slots[&c.old.id];
+        write_version(tx, state.id, &c.closed, kept).await?;
         state.count(c.old.source.as_deref(), Some(c.old.status), c.closed.status);
         if let Some(t) = &c.tail {
-            write_version(tx, state.id, t, cardinality).await?;
+            write_version(tx, state.id, t, kept).await?;
             state.count(t.source.as_deref(), None, t.status);
         }
         superseded.push(c.closed);
@@ -538,7 +545,7 @@ async fn assert(
         state.subjects += i64::from(!known.get::<_, bool>(0));
         state.predicates += i64::from(!known.get::<_, bool>(1));
     }
-    write_version(tx, state.id, &new, cardinality).await?;
+    write_version(tx, state.id, &new, &slot(cardinality, &new)).await?;
     state.count(new.source.as_deref(), None, new.status);
     Ok(Asserted { fact: new, superseded, continued })
 }
@@ -557,8 +564,7 @@ async fn retract(
     match takeover::retract(&old, at) {
         None => Ok((old, false)),
         Some(gone) => {
-            let c = cardinality(tx, state, &gone.predicate).await?;
-            write_version(tx, state.id, &gone, c).await?;
+            write_version(tx, state.id, &gone, row.get("slot")).await?;
             state.count(old.source.as_deref(), Some(old.status), gone.status);
             Ok((gone, true))
         }
@@ -572,14 +578,13 @@ async fn write_version(
     tx: &Db<'_>,
     tenant_id: i32,
     f: &Fact,
-    cardinality: Cardinality,
+    slot: &str,
 ) -> Result<(), tokio_postgres::Error> {
     let p = FactParams::new(f);
     let values = p.params(f);
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&tenant_id];
     params.extend_from_slice(&values);
     tx.execute(&PUT_VERSION, &params).await?;
-    let slot = slot(cardinality, f);
     params.push(&slot);
     tx.execute(&PUT_LATEST, &params).await?;
     Ok(())
