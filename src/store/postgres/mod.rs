@@ -9,6 +9,7 @@
 //! - [`follow`]: the commits of every replica, announced to this one's
 //!   change-feed subscribers, search index and monitor.
 //! - [`rows`]: facts as rows.
+//! - [`dump`]: the whole store to and from the backup file format.
 //!
 //! The [`MemoryStore`] seam is synchronous (the service calls it from its
 //! blocking pool), the PostgreSQL client asynchronous. The store runs its
@@ -16,6 +17,7 @@
 //! channel, so it may be made from any thread, and the database's
 //! connections never depend on the threads of the caller's runtime.
 
+mod dump;
 mod follow;
 pub mod read;
 pub mod rows;
@@ -410,11 +412,8 @@ impl MemoryStore for PostgresStore {
         self.schema_version as u32
     }
 
-    fn backup(&self, _out: &mut dyn std::io::Write) -> Result<BackupSummary> {
-        Err(EngineError::Invalid(
-            "a PostgreSQL store is backed up by PostgreSQL (pg_dump, or the server's own backups); see docs/scale-out.md"
-                .into(),
-        ))
+    fn backup(&self, out: &mut dyn std::io::Write) -> Result<BackupSummary> {
+        dump::backup(self, out)
     }
 
     fn close(&self) {
