@@ -44,7 +44,7 @@ impl Drop for Driver {
 
 /// Listens on one connection until it fails.
 async fn follow(shared: &Shared, after: &mut Option<Tx>) -> Result<(), tokio_postgres::Error> {
-    let (client, mut conn) = shared.config.connect(tokio_postgres::NoTls).await?;
+    let (client, mut conn) = shared.tls.connect(&shared.config).await?;
     let (wake, mut woken) = mpsc::channel::<()>(1);
     // The connection's messages: a notification wakes the reader; the
     // stream ends with the connection.

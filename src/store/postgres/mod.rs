@@ -23,6 +23,7 @@ pub mod read;
 pub mod rows;
 pub mod schema;
 mod shared;
+mod tls;
 pub mod writer;
 
 use super::{
@@ -56,8 +57,8 @@ pub struct PostgresStore {
 /// Opens the store at `url` (`postgres://user[:password]@host[:port]/db`,
 /// or the key=value form), bringing its schema up to date.
 pub fn open(url: &str) -> Result<Arc<PostgresStore>> {
-    let mut config: tokio_postgres::Config =
-        url.parse().map_err(|e| EngineError::Invalid(format!("the store's PostgreSQL URL does not parse: {e}")))?;
+    // The URL's TLS parameters (sslmode, sslrootcert, ...) are tls.rs's.
+    let (mut config, tls) = tls::parse(url).map_err(EngineError::Invalid)?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
@@ -70,9 +71,9 @@ pub fn open(url: &str) -> Result<Arc<PostgresStore>> {
         .enable_all()
         .build()
         .map_err(|e| EngineError::Storage(StorageError::Io(e)))?;
-    let manager = deadpool_postgres::Manager::from_config(
+    let manager = deadpool_postgres::Manager::from_connect(
         config.clone(),
-        tokio_postgres::NoTls,
+        tls.pool_connect(),
         deadpool_postgres::ManagerConfig { recycling_method: deadpool_postgres::RecyclingMethod::Fast },
     );
     let pool = deadpool_postgres::Pool::builder(manager)
@@ -85,6 +86,7 @@ pub fn open(url: &str) -> Result<Arc<PostgresStore>> {
         .map_err(|e| EngineError::Invalid(format!("the store's connection pool: {e}")))?;
     let shared = Arc::new(Shared {
         config,
+        tls,
         pool,
         io: Counters::default(),
         health: Health::default(),

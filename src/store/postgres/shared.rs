@@ -47,6 +47,8 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// What the writer task and the store's calls share.
 pub struct Shared {
     pub(super) config: tokio_postgres::Config,
+    /// The connector of every connection (tls.rs).
+    pub(super) tls: super::tls::Tls,
     pub(super) pool: deadpool_postgres::Pool,
     pub(crate) io: Counters,
     pub(crate) health: Health,
@@ -87,7 +89,7 @@ impl Health {
 impl Shared {
     /// A connection of its own (the writer's), its driver on this runtime.
     pub(crate) async fn connect(&self) -> std::result::Result<Client, StorageError> {
-        let (client, conn) = self.config.connect(tokio_postgres::NoTls).await.map_err(|e| unreachable_error(&e))?;
+        let (client, conn) = self.tls.connect(&self.config).await.map_err(|e| unreachable_error(&e))?;
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "a database connection ended");
