@@ -451,6 +451,15 @@ impl Engine {
         crate::backup::write(&self.kv, &self.gate, crate::migrate::CURRENT_FORMAT, out)
     }
 
+    /// The whole store as logical items (tenants, fact versions, the change
+    /// log, replies and service records; see [`crate::logical`]), to move it
+    /// to another kind of store. It is one state: writes wait while the
+    /// export lives (reads go on), so export a store nothing else writes,
+    /// such as a backup restored into a scratch directory.
+    pub fn export(&self) -> Result<crate::logical::Export<'_>> {
+        crate::logical::Export::new(self.kv.as_ref(), self.gate.lock())
+    }
+
     /// Applies and syncs a batch of service records, under the write gate.
     fn aux_apply(&self, b: crate::kv::WriteBatch) -> Result<()> {
         self.writable()?;

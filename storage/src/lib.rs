@@ -54,6 +54,8 @@ pub mod fact_record;
 pub mod keys;
 pub mod kv;
 mod limits;
+// Moving a store to and from another kind of store (PostgreSQL).
+pub mod logical;
 mod migrate;
 pub mod model;
 mod read;
