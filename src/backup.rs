@@ -1,13 +1,17 @@
 //! The `tempora backup`, `tempora restore` and `tempora verify-backup`
 //! commands. A backup is taken from a running server over HTTP
-//! (`GET /api/admin/backup`), or from a data directory no server holds;
-//! either way the file is written beside its destination, checked end to
-//! end (record count and BLAKE3), and only then moved into place.
+//! (`GET /api/admin/backup`), from a data directory no server holds, or
+//! straight from a PostgreSQL database; either way the file is written
+//! beside its destination, checked end to end (record count and BLAKE3),
+//! and only then moved into place. There is one file format for both
+//! stores: a backup of either restores into a new data directory or into
+//! an empty PostgreSQL database (`store/postgres/dump.rs`).
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
+use crate::config::StoreSetting;
 use crate::store::embedded::{backup, Engine, EngineConfig};
-use crate::store::BackupSummary;
+use crate::store::{BackupSummary, MemoryStore};
 
 /// Downloads a backup from the server at `base` (e.g. `http://127.0.0.1:8080`)
 /// into `out`. `key` is an admin token (keyed mode).
@@ -68,6 +72,42 @@ pub fn offline(data_dir: &Path, out: &Path) -> Result<BackupSummary> {
     })();
     engine.close();
     finish(written, &partial, out)
+}
+
+/// Writes a backup of the PostgreSQL database at `url`: one consistent
+/// state of it, read in one transaction while servers on it go on.
+pub fn from_postgres(url: &str, out: &Path) -> Result<BackupSummary> {
+    let store = open_postgres(url)?;
+    let partial = partial_path(out);
+    let written = (|| {
+        let mut file =
+            std::fs::File::create(&partial).with_context(|| format!("cannot create {}", partial.display()))?;
+        store.backup(&mut file)?;
+        file.sync_all()?;
+        Ok(())
+    })();
+    store.close();
+    finish(written, &partial, out)
+}
+
+/// Loads the backup `from` into the PostgreSQL database at `url`, which
+/// must hold no tempora data yet (its schema is made if it has none).
+pub fn restore_to_postgres(from: &Path, url: &str) -> Result<BackupSummary> {
+    let mut f = std::fs::File::open(from).with_context(|| format!("cannot open {}", from.display()))?;
+    let store = open_postgres(url)?;
+    let restored = store.restore(&mut f).with_context(|| format!("restore of {} failed", from.display()));
+    store.close();
+    restored
+}
+
+/// The PostgreSQL store at `url` (a `postgres://` URL; shown with its
+/// password masked).
+fn open_postgres(url: &str) -> Result<std::sync::Arc<crate::store::postgres::PostgresStore>> {
+    match StoreSetting::parse("--store", url)? {
+        StoreSetting::Postgres(url) => crate::store::postgres::open(url.secret())
+            .with_context(|| format!("cannot open the PostgreSQL store at {url}")),
+        StoreSetting::Embedded => bail!("--store takes a postgres:// URL; an embedded store is a --data-dir"),
+    }
 }
 
 /// Checks the file written to `partial`, then moves it to `out`; removes it

@@ -51,21 +51,21 @@ enum Command {
         addr: Option<String>,
     },
     /// Write a consistent backup of the whole store (every tenant) to a
-    /// file. From a running server by default (GET /api/admin/backup; it
-    /// holds the store as it stood when it began while reads and writes go
-    /// on); with --data-dir, from a data
-    /// directory no server has open. The file is checked before it is kept.
+    /// file. From a running server by default (GET /api/admin/backup, on
+    /// either store; it holds the store as it stood when it began while
+    /// reads and writes go on); with --data-dir, from a data directory no
+    /// server has open; with --store, straight from a PostgreSQL database
+    /// (servers on it go on). The file is checked before it is kept.
+    ///
+    /// Both stores write the same format: a backup of either restores into
+    /// either, with every fact id, tx and version unchanged.
     Backup(BackupArgs),
-    /// Restore a backup into a new, empty data directory (the server must
-    /// not be running on it). The search index is rebuilt at the next start.
-    Restore {
-        /// The backup file
-        #[arg(long, value_name = "FILE")]
-        from: PathBuf,
-        /// The data directory to create; must not exist or be empty
-        #[arg(long, value_name = "DIR")]
-        data_dir: PathBuf,
-    },
+    /// Restore a backup into a new, empty data directory (no server may be
+    /// running on it), or with --store into a PostgreSQL database that holds
+    /// no tempora data yet (a database with data is refused and left as it
+    /// was). A backup of either store restores into either. The search
+    /// index is rebuilt at the next start.
+    Restore(RestoreArgs),
     /// Read a backup file whole and check its record count and checksum.
     VerifyBackup {
         /// The backup file
@@ -79,14 +79,32 @@ struct BackupArgs {
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
     /// Base URL of the running server [default: http:// + TEMPORA_HTTP_ADDR, or 127.0.0.1:8080]
-    #[arg(long, value_name = "URL", conflicts_with = "data_dir")]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["data_dir", "store"])]
     url: Option<String>,
     /// Admin token, for a server in keyed mode
     #[arg(long, env = "TEMPORA_BACKUP_KEY", value_name = "KEY", hide_env_values = true)]
     key: Option<String>,
     /// Back up this data directory directly instead (no server may have it open)
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "store")]
     data_dir: Option<PathBuf>,
+    /// Back up this PostgreSQL database directly instead, as
+    /// `postgres://user:password@host:port/db` (servers on it may go on)
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct RestoreArgs {
+    /// The backup file (of either store)
+    #[arg(long, value_name = "FILE")]
+    from: PathBuf,
+    /// The data directory to create; must not exist or be empty
+    #[arg(long, value_name = "DIR", required_unless_present = "store", conflicts_with = "store")]
+    data_dir: Option<PathBuf>,
+    /// Restore into this PostgreSQL database instead, as
+    /// `postgres://user:password@host:port/db`; it must hold no tempora data
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -151,9 +169,10 @@ fn main() -> Result<()> {
         Command::Compact(args) => compact(args),
         Command::Healthcheck { addr } => healthcheck(addr),
         Command::Backup(args) => {
-            let made = match &args.data_dir {
-                Some(dir) => tempora::backup::offline(dir, &args.out)?,
-                None => {
+            let made = match (&args.data_dir, &args.store) {
+                (Some(dir), _) => tempora::backup::offline(dir, &args.out)?,
+                (None, Some(store)) => tempora::backup::from_postgres(store, &args.out)?,
+                (None, None) => {
                     let url = args.url.unwrap_or_else(|| format!("http://{}", local_http_addr(None)));
                     tempora::backup::fetch(&url, args.key.as_deref(), &args.out)?
                 }
@@ -161,9 +180,16 @@ fn main() -> Result<()> {
             println!("backup written to {}: {}", args.out.display(), tempora::backup::describe(&made));
             Ok(())
         }
-        Command::Restore { from, data_dir } => {
-            let s = tempora::backup::restore(&from, &data_dir)?;
-            println!("restored into {}: {}", data_dir.display(), tempora::backup::describe(&s));
+        Command::Restore(RestoreArgs { from, data_dir, store }) => {
+            let (s, into) = match (data_dir, store) {
+                (Some(dir), _) => (tempora::backup::restore(&from, &dir)?, dir.display().to_string()),
+                (None, Some(url)) => {
+                    let s = tempora::backup::restore_to_postgres(&from, &url)?;
+                    (s, "the PostgreSQL database".to_string())
+                }
+                (None, None) => unreachable!("clap requires --data-dir or --store"),
+            };
+            println!("restored into {into}: {}", tempora::backup::describe(&s));
             Ok(())
         }
         Command::VerifyBackup { file } => {
