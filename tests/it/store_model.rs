@@ -141,6 +141,11 @@ enum Op {
     Write(usize, Vec<GenWrite>),
     SetCardinality(usize, usize, Cardinality),
     SetThreshold(usize, f64),
+    /// Writes handed to the store together, before any is answered, so
+    /// the store's writer takes them as one group: a write must see what
+    /// the writes ahead of it in its group did. Retractions name facts
+    /// made before the burst (ids are the store's, known once answered).
+    Burst(Vec<Op>),
 }
 
 fn tenant() -> impl Strategy<Value = usize> {
@@ -175,7 +180,7 @@ fn gen_input(broken_weight: u32) -> impl Strategy<Value = GenInput> {
         })
 }
 
-fn op() -> impl Strategy<Value = Op> {
+fn single_op() -> impl Strategy<Value = Op> {
     let write = prop_oneof![
         4 => gen_input(1).prop_map(GenWrite::Assert),
         2 => any::<usize>().prop_map(GenWrite::Retract),
@@ -190,6 +195,13 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (tenant(), 0..PREDICATES.len(), prop::sample::select(CARDINALITIES.to_vec()))
             .prop_map(|(t, p, c)| Op::SetCardinality(t, p, c)),
         1 => (tenant(), prop::sample::select(vec![0.5, 0.75, 0.9])).prop_map(|(t, x)| Op::SetThreshold(t, x)),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => single_op(),
+        1 => prop::collection::vec(single_op(), 2..=8).prop_map(Op::Burst),
     ]
 }
 
@@ -694,23 +706,54 @@ impl Harness {
         .normalized()
     }
 
-    fn resolve_retract(&self, n: usize) -> Option<Mid> {
-        let total = self.model.n_facts;
-        let k = n % (total + 1);
-        (k < total).then_some(k)
+    fn run_op(&mut self, op: &Op) {
+        let Op::Burst(ops) = op else {
+            let (tenant, gen_ops, engine_ops) = self.prepare(op, self.model.n_facts);
+            let got = write(&self.engine, TENANTS[tenant], engine_ops);
+            self.check_write(op, tenant, &gen_ops, got);
+            self.check_state();
+            return;
+        };
+        let known = self.model.n_facts;
+        let mut pending = Vec::with_capacity(ops.len());
+        for op in ops {
+            let (tenant, gen_ops, engine_ops) = self.prepare(op, known);
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            self.engine
+                .write_then(TENANTS[tenant], engine_ops, None, Box::new(move |r| {
+                    let _ = tx.send(r);
+                }))
+                .expect("the store takes the write");
+            pending.push((op, tenant, gen_ops, rx));
+        }
+        for (op, tenant, gen_ops, rx) in pending {
+            let got = match rx.recv().expect("the store answers every write") {
+                Ok(Ok(outcome)) => Ok(outcome),
+                Ok(Err(_)) => panic!("a replay without an idempotency key"),
+                Err(e) => Err(e),
+            };
+            self.check_write(op, tenant, &gen_ops, got);
+        }
+        self.check_state();
     }
 
-    fn run_op(&mut self, op: &Op) {
+    /// The model's and the store's operations of `op`; a retraction names
+    /// one of the first `known` facts, or none.
+    fn prepare(&self, op: &Op, known: usize) -> (usize, Vec<MOp>, Vec<WriteOp>) {
+        let resolve = |n: usize| {
+            let k = n % (known + 1);
+            (k < known).then_some(k)
+        };
         let (tenant, gen_ops): (usize, Vec<MOp>) = match op {
             Op::Assert(t, g) => (*t, vec![MOp::Assert(g.clone())]),
             Op::Batch(t, gs) => (*t, gs.iter().cloned().map(MOp::Assert).collect()),
-            Op::Retract(t, n) => (*t, vec![MOp::Retract(self.resolve_retract(*n))]),
+            Op::Retract(t, n) => (*t, vec![MOp::Retract(resolve(*n))]),
             Op::Write(t, ws) => (
                 *t,
                 ws.iter()
                     .map(|w| match w {
                         GenWrite::Assert(g) => MOp::Assert(g.clone()),
-                        GenWrite::Retract(n) => MOp::Retract(self.resolve_retract(*n)),
+                        GenWrite::Retract(n) => MOp::Retract(resolve(*n)),
                         GenWrite::Card(p, c) => MOp::Card(*p, *c),
                         GenWrite::Thr(x) => MOp::Thr(*x),
                     })
@@ -718,6 +761,7 @@ impl Harness {
             ),
             Op::SetCardinality(t, p, c) => (*t, vec![MOp::Card(*p, *c)]),
             Op::SetThreshold(t, x) => (*t, vec![MOp::Thr(*x)]),
+            Op::Burst(_) => unreachable!("bursts do not nest"),
         };
         let engine_ops: Vec<WriteOp> = gen_ops
             .iter()
@@ -728,10 +772,13 @@ impl Harness {
                 MOp::Thr(x) => WriteOp::SetThreshold(*x),
             })
             .collect();
+        (tenant, gen_ops, engine_ops)
+    }
 
+    /// Applies the write to the model and compares the store's answer.
+    fn check_write(&mut self, op: &Op, tenant: usize, gen_ops: &[MOp], got: Result<WriteOutcome, EngineError>) {
         let before = self.model.clone();
-        let expected = self.model.write(tenant, &gen_ops);
-        let got = write(&self.engine, TENANTS[tenant], engine_ops);
+        let expected = self.model.write(tenant, gen_ops);
         match (expected, got) {
             (Err(m), Err(e)) => {
                 assert_eq!(m, err_kind(&e), "{op:?}: {e}");
@@ -746,7 +793,6 @@ impl Harness {
             }
             (m, e) => panic!("{op:?}: model says {m:?}, engine says {e:?}"),
         }
-        self.check_state();
     }
 
     /// Maps the ids the write created, then compares each outcome.

@@ -19,6 +19,7 @@
 
 mod dump;
 mod follow;
+mod group;
 pub mod read;
 pub mod rows;
 pub mod schema;

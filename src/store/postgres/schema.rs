@@ -13,8 +13,10 @@
 use tokio_postgres::Client;
 
 /// The migrations, in order: version, name, SQL.
-pub const MIGRATIONS: &[(i32, &str, &str)] =
-    &[(1, "schema", include_str!("../../../migrations/postgres/0001_schema.sql"))];
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "schema", include_str!("../../../migrations/postgres/0001_schema.sql")),
+    (2, "live facts", include_str!("../../../migrations/postgres/0002_live_facts.sql")),
+];
 
 /// The newest schema version this build knows.
 pub fn latest() -> i32 {

@@ -3,19 +3,21 @@
 //!
 //! A group locks the store's `clock` row first, so groups of every replica
 //! commit one after another, in tx order; while one group's transaction
-//! commits, the writes arriving meanwhile form the next group. Inside the
-//! transaction each write runs under a savepoint: a write refused by the
-//! rules (a strict conflict, a bad interval) is rolled back alone and the
-//! others commit. What a write does is decided by the same pure planner as
-//! the embedded engine's (`tempora_storage::takeover`); this module only
-//! finds the facts it needs and writes what it decides. Nobody is answered
-//! before the commit that covers their write.
+//! commits, the writes arriving meanwhile form the next group. The group
+//! reads what its writes need in a few statements, applies them one after
+//! another in memory ([`super::group`]): a write refused by the rules (a
+//! strict conflict, a bad interval) is undone alone and the others commit;
+//! then writes back what they did in a few more. What a write does is
+//! decided by the same pure planner as the embedded engine's
+//! (`tempora_storage::takeover`); this module only applies its decisions.
+//! Nobody is answered before the commit that covers their write.
 
-use super::rows::{self, db_tx, json_text, FactParams, COLUMNS};
+use super::group::{Group, Loaded};
+use super::rows::json_text;
 use super::shared::{again, unreachable_error, Shared};
 use crate::store::{
-    validate_write, Asserted, Cardinality, EngineError, Fact, FactId, FactInput, Idempotency, Millis, OpOutcome,
-    PredicateInfo, Status, StorageError, Tx, WriteDone, WriteOp, WriteOutcome, DEFAULT_THRESHOLD,
+    validate_write, Asserted, Cardinality, EngineError, Fact, FactId, FactInput, Idempotency, OpOutcome,
+    PredicateInfo, StorageError, Tx, WriteDone, WriteOp, WriteOutcome,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +25,7 @@ use std::time::Duration;
 use tempora_storage::record::LogEvent;
 use tempora_storage::takeover::{self, Stamp};
 use tokio::sync::mpsc;
-use std::sync::{LazyLock, Mutex};
+use std::sync::Mutex;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement, Transaction};
 use uuid::Uuid;
@@ -130,56 +132,13 @@ fn fail_all(jobs: Vec<Job>, e: &StorageError) {
     }
 }
 
-/// The statements of the write path that name every column, written out
-/// once (their text is also their key among the prepared statements).
-static PUT_VERSION: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "INSERT INTO fact_versions (tenant_id, {COLUMNS}) VALUES ($1, {})
-         ON CONFLICT (tenant_id, id, tx) DO UPDATE SET {}",
-        placeholders(),
-        updates()
-    )
-});
-static PUT_LATEST: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "INSERT INTO facts (tenant_id, {COLUMNS}, slot) VALUES ($1, {}, $20)
-         ON CONFLICT (tenant_id, id) DO UPDATE SET {}, slot = EXCLUDED.slot",
-        placeholders(),
-        updates()
-    )
-});
-/// The facts of a pair a takeover may close: the live ones, then the
-/// superseded ones still valid after `$4` (by id, and by end, as the
-/// embedded engine lists them).
-static PAIR_FACTS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "SELECT {COLUMNS}, slot FROM facts
-         WHERE tenant_id = $1 AND subject = $2 AND predicate = $3
-           AND (status IN ('active', 'candidate')
-                OR (status = 'superseded' AND (valid_until IS NULL OR valid_until > $4)))
-         ORDER BY status = 'superseded', CASE WHEN status = 'superseded' THEN valid_until END, id"
-    )
-});
-static FACT_BY_ID: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {COLUMNS}, slot FROM facts WHERE tenant_id = $1 AND id = $2"));
-
-/// `$2, ..., $19`: the fact's columns after the tenant.
-fn placeholders() -> String {
-    (2..=19).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
-}
-
-/// `column = EXCLUDED.column` for every column of a fact.
-fn updates() -> String {
-    COLUMNS.split(", ").map(|c| format!("{c} = EXCLUDED.{c}")).collect::<Vec<_>>().join(", ")
-}
-
 /// Statements the writer's connection has prepared, by their text: each
 /// is parsed and planned by the server once per connection, not per use.
 #[derive(Default)]
 struct Prepared(Mutex<HashMap<String, Statement>>);
 
 /// A group's transaction, running statements through [`Prepared`].
-struct Db<'a> {
+pub(super) struct Db<'a> {
     tx: Transaction<'a>,
     prepared: &'a Prepared,
 }
@@ -195,67 +154,32 @@ impl Db<'_> {
         Ok(s)
     }
 
-    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, tokio_postgres::Error> {
+    pub(super) async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, tokio_postgres::Error> {
         let s = self.statement(sql).await?;
         self.tx.execute(&s, params).await
     }
 
-    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, tokio_postgres::Error> {
+    pub(super) async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, tokio_postgres::Error> {
         let s = self.statement(sql).await?;
         self.tx.query(&s, params).await
     }
 
-    async fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, tokio_postgres::Error> {
+    pub(super) async fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, tokio_postgres::Error> {
         let s = self.statement(sql).await?;
         self.tx.query_one(&s, params).await
     }
 
-    async fn query_opt(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>, tokio_postgres::Error> {
-        let s = self.statement(sql).await?;
-        self.tx.query_opt(&s, params).await
-    }
-
-    async fn batch_execute(&self, sql: &str) -> Result<(), tokio_postgres::Error> {
-        self.tx.batch_execute(sql).await
-    }
-}
-
-/// A tenant as the group sees it: its row, and what the group has done to
-/// its counts (applied to the row at the end).
-#[derive(Clone)]
-struct TenantState {
-    id: i32,
-    threshold: f64,
-    last_tx: Option<(Tx, Millis)>,
-    counts: [i64; 4],
-    subjects: i64,
-    predicates: i64,
-    sources: HashMap<String, [i64; 4]>,
-    cardinalities: HashMap<String, Cardinality>,
-}
-
-fn slot_of(status: Status) -> usize {
-    match status {
-        Status::Active => 0,
-        Status::Candidate => 1,
-        Status::Superseded => 2,
-        Status::Retracted => 3,
-    }
-}
-
-impl TenantState {
-    fn count(&mut self, source: Option<&str>, from: Option<Status>, to: Status) {
-        if let Some(f) = from {
-            self.counts[slot_of(f)] -= 1;
+    /// The rows of `sql`, or none without asking when `ask` is false.
+    pub(super) async fn query_if(
+        &self,
+        ask: bool,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        if !ask {
+            return Ok(Vec::new());
         }
-        self.counts[slot_of(to)] += 1;
-        if let Some(s) = source {
-            let c = self.sources.entry(s.to_string()).or_default();
-            if let Some(f) = from {
-                c[slot_of(f)] -= 1;
-            }
-            c[slot_of(to)] += 1;
-        }
+        self.query(sql, params).await
     }
 }
 
@@ -265,16 +189,35 @@ async fn apply_group(
     prepared: &Prepared,
     jobs: &mut [Job],
 ) -> Result<Vec<Answer>, tokio_postgres::Error> {
-    let tx = Db { tx: client.transaction().await?, prepared };
+    let db = Db { tx: client.transaction().await?, prepared };
     // The store's clock, locked until the commit: groups of every replica
-    // take tx numbers and commit one after another.
-    let clock = tx.query_one("SELECT last_tx, last_recorded_at FROM clock FOR UPDATE", &[]).await?;
-    let (mut last_tx, last_at): (i64, i64) = (clock.get(0), clock.get(1));
-    let now: i64 = tx.query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[]).await?.get(0);
+    // take tx numbers and commit one after another. Record time is read
+    // only once the lock is held, so no group can commit a time a reader
+    // has already looked past.
+    let clock = db.query_one("SELECT last_tx, last_recorded_at FROM clock FOR UPDATE", &[]).await?;
+    let (first_tx, last_at): (i64, i64) = (clock.get(0), clock.get(1));
+    let now: i64 = db.query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[]).await?.get(0);
     // Record time never goes back, whatever the database's clock does.
     let now = now.max(last_at);
 
-    let mut tenants: HashMap<String, TenantState> = HashMap::new();
+    let wants: Vec<_> = jobs
+        .iter()
+        .map(|j| (j.tenant.as_str(), j.ops.as_slice(), j.idempotency.as_ref().map(|i| i.key.as_slice())))
+        .collect();
+    let mut group = match Group::load(&db, wants, now).await {
+        Ok(g) => g,
+        Err(Loaded::Database(e)) => return Err(e),
+        // A row that does not read back: every write of the group is
+        // answered with it, and nothing is written.
+        Err(Loaded::Corrupt(e)) => {
+            let e = e.to_string();
+            let answers =
+                jobs.iter().map(|_| Answer::Done(Err(EngineError::Storage(StorageError::Corrupt(e.clone()))))).collect();
+            db.tx.rollback().await?;
+            return Ok(answers);
+        }
+    };
+    let mut last_tx = first_tx;
     let mut answers = Vec::with_capacity(jobs.len());
     for job in jobs.iter_mut() {
         // A write without a tenant has nowhere to be recorded, not even its
@@ -283,191 +226,68 @@ async fn apply_group(
             answers.push(Answer::Done(Err(EngineError::Invalid("tenant must not be empty".into()))));
             continue;
         }
-        if !tenants.contains_key(&job.tenant) {
-            let state = tenant_state(&tx, &job.tenant).await?;
-            tenants.insert(job.tenant.clone(), state);
-        }
-        let state = tenants.get_mut(&job.tenant).expect("inserted above");
+        let tenant_id = group.tenants[&job.tenant].id;
         let idem = job.idempotency.take();
-        if let Some(i) = &idem {
-            let stored = tx
-                .query_opt("SELECT reply FROM idempotency WHERE tenant_id = $1 AND key = $2", &[&state.id, &i.key])
-                .await?;
-            if let Some(row) = stored {
-                answers.push(Answer::Replayed(row.get(0)));
-                continue;
-            }
+        if let Some(reply) = idem.as_ref().and_then(|i| group.reply(tenant_id, &i.key)) {
+            answers.push(Answer::Replayed(reply.clone()));
+            continue;
         }
-        let before = state.clone();
-        tx.batch_execute("SAVEPOINT write").await?;
-        let this_tx = (last_tx + 1) as Tx;
+        let mark = group.mark(&job.tenant);
+        let at = Stamp { tx: (last_tx + 1) as Tx, now };
         // A refused input is an answer like any other: stored under its
         // idempotency key below, and replayed.
-        let result = match validate_write(&job.tenant, &job.ops) {
-            Ok(()) => apply_write(&tx, &job.tenant, state, &job.ops, Stamp { tx: this_tx, now }).await,
-            Err(e) => Err(Refused::Rule(e)),
-        };
-        let result = match result {
+        let result = validate_write(&job.tenant, &job.ops).and_then(|()| apply_write(&mut group, &job.tenant, &job.ops, at));
+        match &result {
             Ok(outcome) => {
                 last_tx += 1;
-                state.last_tx = Some((outcome.tx, outcome.recorded_at));
-                tx.batch_execute("RELEASE SAVEPOINT write").await?;
-                Ok(outcome)
+                group.tenants.get_mut(&job.tenant).expect("loaded").last_tx = Some((outcome.tx, outcome.recorded_at));
             }
             // Refused by the rules or the input: this write alone is undone.
-            Err(Refused::Rule(e)) => {
-                tx.batch_execute("ROLLBACK TO SAVEPOINT write").await?;
-                *state = before;
-                Err(e)
-            }
-            Err(Refused::Database(e)) => return Err(e),
-        };
+            Err(_) => group.undo_to(mark),
+        }
         if let Some(i) = idem {
             if let Some(reply) = (i.render)(&result) {
-                tx.execute(
-                    "INSERT INTO idempotency (tenant_id, key, reply, tx) VALUES ($1, $2, $3, $4)",
-                    &[&state.id, &i.key, &reply, &last_tx],
-                )
-                .await?;
+                group.store_reply(tenant_id, i.key, reply, last_tx);
             }
         }
         answers.push(Answer::Done(result));
     }
-    for state in tenants.values() {
-        save_tenant(&tx, state).await?;
-    }
-    if last_tx > clock.get::<_, i64>(0) {
-        tx.execute("UPDATE clock SET last_tx = $1, last_recorded_at = $2", &[&last_tx, &now]).await?;
+    group.flush(&db).await?;
+    if last_tx > first_tx {
+        db.execute("UPDATE clock SET last_tx = $1, last_recorded_at = $2", &[&last_tx, &now]).await?;
         // Wakes the other replicas' followers; the change table is the truth.
-        tx.execute("SELECT pg_notify('tempora_changes', $1)", &[&last_tx.to_string()]).await?;
+        db.execute("SELECT pg_notify('tempora_changes', $1)", &[&last_tx.to_string()]).await?;
     }
-    tx.tx.commit().await?;
+    db.tx.commit().await?;
     Ok(answers)
 }
 
-/// Why a write was not applied.
-enum Refused {
-    /// The input or the rules refused it: the write alone is undone.
-    Rule(EngineError),
-    /// The database failed: the group is undone.
-    Database(tokio_postgres::Error),
-}
-
-impl From<tokio_postgres::Error> for Refused {
-    fn from(e: tokio_postgres::Error) -> Self {
-        Refused::Database(e)
-    }
-}
-
-impl From<EngineError> for Refused {
-    fn from(e: EngineError) -> Self {
-        Refused::Rule(e)
-    }
-}
-
-async fn tenant_state(tx: &Db<'_>, name: &str) -> Result<TenantState, tokio_postgres::Error> {
-    tx.execute(
-        "INSERT INTO tenants (name, threshold) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-        &[&name, &DEFAULT_THRESHOLD],
-    )
-    .await?;
-    let row = tx.query_one("SELECT id, threshold FROM tenants WHERE name = $1", &[&name]).await?;
-    Ok(TenantState {
-        id: row.get(0),
-        threshold: row.get(1),
-        last_tx: None,
-        counts: [0; 4],
-        subjects: 0,
-        predicates: 0,
-        sources: HashMap::new(),
-        cardinalities: HashMap::new(),
-    })
-}
-
-async fn save_tenant(tx: &Db<'_>, s: &TenantState) -> Result<(), tokio_postgres::Error> {
-    let (last_tx, last_at) = match s.last_tx {
-        Some((t, at)) => (Some(db_tx(t)), Some(at)),
-        None => (None, None),
-    };
-    tx.execute(
-        "UPDATE tenants SET threshold = $2,
-             last_tx = coalesce($3, last_tx), last_recorded_at = coalesce($4, last_recorded_at),
-             active = active + $5, candidate = candidate + $6, superseded = superseded + $7,
-             retracted = retracted + $8, subjects = subjects + $9, predicate_count = predicate_count + $10
-         WHERE id = $1",
-        &[
-            &s.id,
-            &s.threshold,
-            &last_tx,
-            &last_at,
-            &s.counts[0],
-            &s.counts[1],
-            &s.counts[2],
-            &s.counts[3],
-            &s.subjects,
-            &s.predicates,
-        ],
-    )
-    .await?;
-    for (source, c) in &s.sources {
-        if c.iter().all(|n| *n == 0) {
-            continue;
-        }
-        // The row first, then the deltas: a delta may be negative, which
-        // an inserted row's checks would refuse.
-        tx.execute(
-            "INSERT INTO source_stats (tenant_id, source) VALUES ($1, $2) ON CONFLICT (tenant_id, source) DO NOTHING",
-            &[&s.id, source],
-        )
-        .await?;
-        tx.execute(
-            "UPDATE source_stats SET active = active + $3, candidate = candidate + $4,
-                 superseded = superseded + $5, retracted = retracted + $6
-             WHERE tenant_id = $1 AND source = $2",
-            &[&s.id, source, &c[0], &c[1], &c[2], &c[3]],
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-/// Applies one write (one tx) of `tenant`.
-async fn apply_write(
-    tx: &Db<'_>,
-    tenant: &str,
-    state: &mut TenantState,
-    ops: &[WriteOp],
-    at: Stamp,
-) -> Result<WriteOutcome, Refused> {
+/// Applies one write (one tx) of `tenant` to the group.
+fn apply_write(group: &mut Group, tenant: &str, ops: &[WriteOp], at: Stamp) -> Result<WriteOutcome, EngineError> {
+    let tenant_id = group.tenants[tenant].id;
     let mut outcomes = Vec::with_capacity(ops.len());
     let mut events = Vec::with_capacity(ops.len());
     for op in ops {
         let outcome = match op {
             WriteOp::Assert(input) => {
-                let a = assert(tx, tenant, state, input, at).await?;
+                let a = assert(group, tenant, input, at)?;
                 events.push(LogEvent::asserted(&a));
                 OpOutcome::Asserted(a)
             }
             WriteOp::Retract(id) => {
-                let (fact, changed) = retract(tx, tenant, state, *id, at).await?;
+                let (fact, changed) = retract(group, tenant, *id, at)?;
                 if changed {
                     events.push(LogEvent::retracted(&fact));
                 }
                 OpOutcome::Retracted { fact, changed }
             }
             WriteOp::SetCardinality { predicate, cardinality } => {
-                tx.execute(
-                    "INSERT INTO predicates (tenant_id, name, cardinality) VALUES ($1, $2, $3)
-                     ON CONFLICT (tenant_id, name) DO UPDATE SET cardinality = EXCLUDED.cardinality",
-                    &[&state.id, predicate, &cardinality.as_str()],
-                )
-                .await?;
-                state.cardinalities.insert(predicate.clone(), *cardinality);
+                group.set_cardinality(tenant, predicate, *cardinality);
                 events.push(LogEvent::Cardinality { predicate: predicate.clone(), cardinality: *cardinality });
                 OpOutcome::CardinalitySet(PredicateInfo { name: predicate.clone(), cardinality: *cardinality })
             }
             WriteOp::SetThreshold(t) => {
-                state.threshold = *t;
+                group.tenants.get_mut(tenant).expect("loaded").threshold = *t;
                 events.push(LogEvent::Threshold { threshold: *t });
                 OpOutcome::ThresholdSet(*t)
             }
@@ -475,119 +295,64 @@ async fn apply_write(
         outcomes.push(outcome);
     }
     let events = serde_json::to_value(&events).map_err(|e| EngineError::Storage(StorageError::Backend(e.to_string())))?;
-    tx.execute(
-        "INSERT INTO changes (tenant_id, tx, recorded_at, events) VALUES ($1, $2, $3, $4)",
-        &[&state.id, &db_tx(at.tx), &at.now, &events],
-    )
-    .await?;
+    group.log(tenant_id, at.tx, at.now, events);
     Ok(WriteOutcome { tx: at.tx, recorded_at: at.now, outcomes })
 }
 
-async fn cardinality(tx: &Db<'_>, state: &mut TenantState, predicate: &str) -> Result<Cardinality, Refused> {
-    if let Some(c) = state.cardinalities.get(predicate) {
-        return Ok(*c);
-    }
-    let row = tx
-        .query_opt("SELECT cardinality FROM predicates WHERE tenant_id = $1 AND name = $2", &[&state.id, &predicate])
-        .await?;
-    let c = match row {
-        Some(r) => rows::cardinality_of(r.get(0))?,
-        None => Cardinality::default(),
-    };
-    state.cardinalities.insert(predicate.to_string(), c);
-    Ok(c)
-}
-
-async fn assert(
-    tx: &Db<'_>,
-    tenant: &str,
-    state: &mut TenantState,
-    input: &FactInput,
-    at: Stamp,
-) -> Result<Asserted, Refused> {
-    let fact = takeover::new_fact(tenant, input, Uuid::now_v7(), at, state.threshold)?;
-    let cardinality = cardinality(tx, state, &fact.predicate).await?;
-    let found = tx.query(&PAIR_FACTS, &[&state.id, &fact.subject, &fact.predicate, &fact.valid_from]).await?;
-    let existing = found.iter().map(|r| rows::fact(tenant, r)).collect::<Result<Vec<Fact>, _>>()?;
-    // A closed fact and its tail keep the slot the fact was written with:
-    // the tail's valid time lies inside the closed fact's, so it can meet no
-    // value the fact did not already stand beside, even when the predicate's
-    // cardinality changed since (a fact asserted under `many` may share its
-    // pair with others, and so may its remainder).
-    let slots: HashMap<FactId, String> = existing.iter().zip(&found).map(|(f, r)| (f.id, r.get("slot"))).collect();
-    let had_live = existing.iter().any(|f| f.status.is_live());
+fn assert(group: &mut Group, tenant: &str, input: &FactInput, at: Stamp) -> Result<Asserted, EngineError> {
+    let state = &group.tenants[tenant];
+    let (tenant_id, threshold) = (state.id, state.threshold);
+    let fact = takeover::new_fact(tenant, input, Uuid::now_v7(), at, threshold)?;
+    let cardinality = state.cardinality(&fact.predicate);
+    let pair = (tenant_id, fact.subject.clone(), fact.predicate.clone());
+    let existing = group.pair_facts(&pair, fact.valid_from);
     let plan = takeover::plan_assert(fact, existing, cardinality, Uuid::now_v7)?;
 
     let mut superseded = Vec::with_capacity(plan.closings.len());
     let mut continued = Vec::new();
     for c in plan.closings {
-        let kept = &slots[&c.old.id];
-        write_version(tx, state.id, &c.closed, kept).await?;
+        // A closed fact and its tail keep the slot the fact was written
+        // with: the tail's valid time lies inside the closed fact's, so it
+        // can meet no value the fact did not already stand beside, even
+        // when the predicate's cardinality changed since (a fact asserted
+        // under `many` may share its pair with others, and so may its
+        // remainder).
+        let kept = group.slot_of(c.old.id);
+        group.write(tenant_id, c.closed.clone(), kept.clone());
+        let state = group.tenants.get_mut(tenant).expect("loaded");
         state.count(c.old.source.as_deref(), Some(c.old.status), c.closed.status);
         if let Some(t) = &c.tail {
-            write_version(tx, state.id, t, kept).await?;
             state.count(t.source.as_deref(), None, t.status);
+            group.write(tenant_id, t.clone(), kept);
         }
         superseded.push(c.closed);
         continued.extend(c.tail);
     }
     let new = plan.fact;
-    // A subject or predicate is new to the tenant only if no fact of it
-    // exists; not looked up when one visibly does.
-    if !had_live && superseded.is_empty() {
-        let known = tx
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM facts WHERE tenant_id = $1 AND subject = $2),
-                        EXISTS (SELECT 1 FROM facts WHERE tenant_id = $1 AND predicate = $3)",
-                &[&state.id, &new.subject, &new.predicate],
-            )
-            .await?;
-        state.subjects += i64::from(!known.get::<_, bool>(0));
-        state.predicates += i64::from(!known.get::<_, bool>(1));
-    }
-    write_version(tx, state.id, &new, &slot(cardinality, &new)).await?;
+    let (first_subject, first_predicate) = group.first_of(tenant_id, &new.subject, &new.predicate);
+    let state = group.tenants.get_mut(tenant).expect("loaded");
+    state.subjects += i64::from(first_subject);
+    state.predicates += i64::from(first_predicate);
     state.count(new.source.as_deref(), None, new.status);
+    group.write(tenant_id, new.clone(), slot(cardinality, &new));
     Ok(Asserted { fact: new, superseded, continued })
 }
 
-async fn retract(
-    tx: &Db<'_>,
-    tenant: &str,
-    state: &mut TenantState,
-    id: FactId,
-    at: Stamp,
-) -> Result<(Fact, bool), Refused> {
-    let Some(row) = tx.query_opt(&FACT_BY_ID, &[&state.id, &id]).await? else {
-        return Err(EngineError::NotFound(format!("no fact with id {id}")).into());
+fn retract(group: &mut Group, tenant: &str, id: FactId, at: Stamp) -> Result<(Fact, bool), EngineError> {
+    let tenant_id = group.tenants[tenant].id;
+    let Some(held) = group.fact(tenant_id, id) else {
+        return Err(EngineError::NotFound(format!("no fact with id {id}")));
     };
-    let old = rows::fact(tenant, &row)?;
+    let (old, kept) = (held.fact.clone(), held.slot.clone());
     match takeover::retract(&old, at) {
         None => Ok((old, false)),
         Some(gone) => {
-            write_version(tx, state.id, &gone, row.get("slot")).await?;
+            let state = group.tenants.get_mut(tenant).expect("loaded");
             state.count(old.source.as_deref(), Some(old.status), gone.status);
+            group.write(tenant_id, gone.clone(), kept);
             Ok((gone, true))
         }
     }
-}
-
-/// Writes `f` as its fact's version at `f.tx` and as the fact's latest.
-/// Within one transaction a later write may close a fact an earlier one
-/// made: the version at that tx is then replaced, as in the engine.
-async fn write_version(
-    tx: &Db<'_>,
-    tenant_id: i32,
-    f: &Fact,
-    slot: &str,
-) -> Result<(), tokio_postgres::Error> {
-    let p = FactParams::new(f);
-    let values = p.params(f);
-    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&tenant_id];
-    params.extend_from_slice(&values);
-    tx.execute(&PUT_VERSION, &params).await?;
-    params.push(&slot);
-    tx.execute(&PUT_LATEST, &params).await?;
-    Ok(())
 }
 
 /// What an active fact holds exclusively (see the schema's `facts.slot`).
