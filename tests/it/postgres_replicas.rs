@@ -230,9 +230,15 @@ async fn a_database_crash_under_load_answers_503_meanwhile_and_loses_nothing_ack
     let during = api.get("/readyz").await;
     cluster.restart();
     let restarted = std::time::Instant::now();
-    // The server reconnects by itself: writes are acknowledged again.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let after = api.get("/readyz").await;
+    // The server reconnects by itself: ready, and writes acknowledged again.
+    // The database first replays its log after the kill, for as long as
+    // the machine takes (seconds on a loaded one), refusing connections.
+    let mut after = api.get("/readyz").await;
+    while after.status.as_u16() != 200 && restarted.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        after = api.get("/readyz").await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);
     let mut all = Seen::default();
     for w in writers {

@@ -1026,12 +1026,8 @@ on_both_stores! {
     stats_count_facts_by_latest_status_and_distinct_names,
     tenants_are_isolated,
     pagination_returns_every_fact_exactly_once,
-    #[postgres_bug = "PostgreSQL store bug: a cursor of the whole-tenant query is accepted by a by-predicate query \
-                      (the same string: both read in subject order), where the engine refuses it as Invalid"]
     a_bad_cursor_is_invalid,
     object_filter_and_incoming_edges,
-    #[postgres_bug = "PostgreSQL store bug: a write refused as Invalid (empty subject, bad confidence or interval, \
-                      no operations) still creates its tenant: tenants() lists it, where the engine lists nothing"]
     invalid_input_is_rejected,
     recorded_at_never_decreases_even_when_the_clock_steps_back,
 }

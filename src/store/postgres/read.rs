@@ -174,7 +174,7 @@ pub async fn query(c: &mut Client, tenant: &str, q: &FactQuery) -> Result<FactPa
         Plan::Object => ["predicate", "subject", "id"],
     };
     if let Some(cursor) = &q.cursor {
-        let (a, b, id) = decode_cursor(cursor, plan)?;
+        let (a, b, id) = decode_cursor(cursor, plan, q)?;
         // A cursor resumes the query it came from: its row must be one
         // this query could return.
         let (subject, predicate) = match plan {
@@ -223,18 +223,27 @@ pub async fn query(c: &mut Client, tenant: &str, q: &FactQuery) -> Result<FactPa
     let more = facts.len() > limit;
     facts.truncate(limit);
     let next_cursor = match (more, facts.last()) {
-        (true, Some(last)) => Some(encode_cursor(plan, last)),
+        (true, Some(last)) => Some(encode_cursor(plan, q, last)),
         _ => None,
     };
     Ok(FactPage { facts, next_cursor })
 }
 
-fn encode_cursor(plan: Plan, last: &Fact) -> String {
+/// Which query a cursor belongs to: its filters. Two queries that read in
+/// the same order would otherwise take each other's cursors, and a page
+/// would silently come from another listing.
+fn query_tag(q: &FactQuery) -> String {
+    use sha2::Digest;
+    let filters = serde_json::json!([q.subject, q.predicate, q.object]).to_string();
+    format!("{:x}", sha2::Sha256::digest(filters.as_bytes()))[..16].to_string()
+}
+
+fn encode_cursor(plan: Plan, q: &FactQuery, last: &Fact) -> String {
     let (a, b) = match plan {
         Plan::Subject => (&last.subject, &last.predicate),
         Plan::Object => (&last.predicate, &last.subject),
     };
-    let json = serde_json::json!([a, b, last.id]).to_string();
+    let json = serde_json::json!([a, b, last.id, query_tag(q)]).to_string();
     let mut s = String::with_capacity(1 + json.len() * 2);
     s.push(plan.tag());
     for byte in json.as_bytes() {
@@ -243,7 +252,7 @@ fn encode_cursor(plan: Plan, last: &Fact) -> String {
     s
 }
 
-fn decode_cursor(c: &str, plan: Plan) -> Result<(String, String, uuid::Uuid)> {
+fn decode_cursor(c: &str, plan: Plan, q: &FactQuery) -> Result<(String, String, uuid::Uuid)> {
     let bad = || EngineError::Invalid("cursor does not belong to this query".into());
     let hex = c.strip_prefix(plan.tag()).ok_or_else(bad)?;
     if hex.len() % 2 != 0 || !hex.is_ascii() {
@@ -254,7 +263,11 @@ fn decode_cursor(c: &str, plan: Plan) -> Result<(String, String, uuid::Uuid)> {
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16))
         .collect::<std::result::Result<Vec<u8>, _>>()
         .map_err(|_| bad())?;
-    serde_json::from_slice::<(String, String, uuid::Uuid)>(&bytes).map_err(|_| bad())
+    let (a, b, id, tag) = serde_json::from_slice::<(String, String, uuid::Uuid, String)>(&bytes).map_err(|_| bad())?;
+    if tag != query_tag(q) {
+        return Err(bad());
+    }
+    Ok((a, b, id))
 }
 
 /// Every version of every fact about `subject` visible at `as_of`, by tx
@@ -447,5 +460,13 @@ pub async fn source_stats(c: &Client, tenant: &str, source: &str) -> Result<Sour
 }
 
 pub async fn tenants(c: &Client) -> Result<Vec<String>> {
-    Ok(c.query("SELECT name FROM tenants ORDER BY name", &[]).await.map_err(db)?.iter().map(|r| r.get(0)).collect())
+    // A tenant's row is made with its first write, and stays when that
+    // write is refused; a tenant is one once it has a transaction.
+    Ok(c
+        .query("SELECT name FROM tenants WHERE last_tx > 0 ORDER BY name", &[])
+        .await
+        .map_err(db)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
 }
