@@ -56,6 +56,7 @@ mod postgres_replicas;
 mod postgres_schema;
 mod postgres_sse_resume;
 mod postgres_store;
+mod postgres_tls;
 mod serve;
 mod storage_checkpoint;
 mod storage_warm;

@@ -103,7 +103,17 @@ pub fn open(url: &str) -> Result<Arc<PostgresStore>> {
                 other => EngineError::Storage(StorageError::Unreachable(other.to_string())),
             })
         }
-    })??;
+    });
+    let migrated = match migrated {
+        Ok(Ok(m)) => m,
+        Ok(Err(e)) | Err(e) => {
+            // Not dropped: dropping a runtime waits for its threads, which
+            // panics when the caller is async (`tempora serve` is), and the
+            // error (the database refusing, TLS failing) would be lost.
+            runtime.shutdown_background();
+            return Err(e);
+        }
+    };
     tracing::info!(schema = migrated.to, from = migrated.from, "PostgreSQL store open");
     let (queue, jobs) = mpsc::unbounded_channel();
     let writer = handle.spawn(writer::run(Arc::clone(&shared), jobs));

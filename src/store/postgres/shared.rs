@@ -12,7 +12,7 @@ use tokio_postgres::Client;
 /// (or, for a commit cut off, its outcome is unknown) and may be retried.
 /// Any other error the server answers is the store's own fault.
 pub fn unreachable_error(e: &tokio_postgres::Error) -> StorageError {
-    let Some(db) = e.as_db_error() else { return StorageError::Unreachable(e.to_string()) };
+    let Some(db) = e.as_db_error() else { return StorageError::Unreachable(super::tls::describe(e)) };
     let code = db.code().code();
     let message = format!("{} (SQLSTATE {code})", db.message());
     // 08: connection exception; 53: insufficient resources; 57: operator

@@ -212,7 +212,7 @@ fn split_key_values(s: &str, params: &mut Params) -> Result<String, String> {
 pub fn parse(url: &str) -> Result<(Config, Tls), String> {
     let (rest, params) = split(url)?;
     let mut config: Config =
-        rest.parse().map_err(|e| format!("the store's PostgreSQL URL does not parse: {e}"))?;
+        rest.parse().map_err(|e| format!("the store's PostgreSQL URL does not parse: {}", describe(&e)))?;
     let tls = Tls::new(&params)?;
     config.ssl_mode(match tls.mode {
         SslMode::Disable => PgSslMode::Disable,
@@ -362,6 +362,23 @@ fn mode_name(m: SslMode) -> &'static str {
         SslMode::VerifyCa => "verify-ca",
         SslMode::VerifyFull => "verify-full",
     }
+}
+
+/// `e` with its causes: tokio-postgres's own text is only the kind of
+/// error ("error performing TLS handshake"), the cause says which
+/// ("invalid peer certificate: UnknownIssuer"). No cause holds the URL or
+/// the password.
+pub fn describe(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.ends_with(&said) {
+            text = format!("{text}: {said}");
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// Whether `e` is the TLS handshake failing (rustls refused the server,
@@ -613,8 +630,9 @@ mod tests {
         }
         let e = parse("postgres://u:hunter2secret@h/d?sslmode=bogus").unwrap_err();
         assert!(!e.contains("hunter2secret"), "{e}");
+        // tokio-postgres's error, with its cause.
         let e = parse("postgres://u:hunter2secret@h/d?port=x").unwrap_err();
-        assert!(!e.contains("hunter2secret"), "{e}");
+        assert!(e.contains("invalid value for option `port`") && !e.contains("hunter2secret"), "{e}");
         let e = parse("postgres://u:hunter2secret@h/d?sslcert=/c.pem").unwrap_err();
         assert!(e.contains("sslkey") && !e.contains("hunter2secret"), "{e}");
     }

@@ -160,7 +160,35 @@ impl Cluster {
         Cluster::start_in(std::env::temp_dir().join(format!("tempora-pg-{}-own{n}", std::process::id())))
     }
 
+    /// A cluster of the calling test's own, as [`Cluster::own`], with
+    /// `setup`'s settings, files and `pg_hba.conf`.
+    pub fn own_with(setup: &Setup) -> Cluster {
+        let n = NEXT_DB.fetch_add(1, Ordering::Relaxed);
+        Cluster::start_with(std::env::temp_dir().join(format!("tempora-pg-{}-own{n}", std::process::id())), setup)
+    }
+
+    /// [`Cluster::own_with`], started on a thread that lives as long as
+    /// the test process (as the shared cluster is), for the tests of a
+    /// module to share.
+    pub fn for_the_process(setup: Setup) -> Cluster {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("test-postgres-own".into())
+            .spawn(move || {
+                tx.send(Cluster::own_with(&setup)).unwrap();
+                loop {
+                    std::thread::park();
+                }
+            })
+            .unwrap();
+        rx.recv().expect("the test cluster did not start")
+    }
+
     fn start_in(dir: PathBuf) -> Cluster {
+        Cluster::start_with(dir, &Setup::default())
+    }
+
+    fn start_with(dir: PathBuf, setup: &Setup) -> Cluster {
         let bin = bin_dir();
         let user = server_user();
         let _ = std::fs::remove_dir_all(&dir);
@@ -175,6 +203,7 @@ impl Cluster {
             .output()
             .expect("run initdb");
         assert!(out.status.success(), "initdb failed: {}", String::from_utf8_lossy(&out.stderr));
+        setup.apply(&data, user);
         let port = free_port();
         let cluster = Cluster { port, server: Mutex::new(Cluster::spawn(&dir, port)), dir };
         cluster.wait_ready();
@@ -237,6 +266,18 @@ impl Cluster {
         self.url(&name)
     }
 
+    /// The `key=value` URL of database `db` over the cluster's Unix socket
+    /// (for a cluster whose `pg_hba.conf` asks more of TCP clients).
+    pub fn socket_url(&self, db: &str) -> String {
+        format!("host={} port={} user=tempora dbname={db}", self.dir.display(), self.port)
+    }
+
+    /// A client of the `postgres` database over the Unix socket, retried
+    /// while the server comes up.
+    pub async fn admin(&self) -> tokio_postgres::Client {
+        connect_when_up(&self.socket_url("postgres")).await
+    }
+
     fn url(&self, db: &str) -> String {
         format!("postgres://tempora@127.0.0.1:{}/{db}", self.port)
     }
@@ -249,6 +290,46 @@ impl Cluster {
                 panic!("the test PostgreSQL did not start within 30 s:\n{log}");
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// What a cluster of a test's own starts with besides the defaults
+/// ([`Cluster::own_with`]).
+#[derive(Default)]
+pub struct Setup {
+    /// Lines added to `postgresql.conf`, e.g. `ssl = on`.
+    pub settings: Vec<String>,
+    /// Files written into the data directory (certificates, keys), the
+    /// server's own and readable by it alone, by name.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// `pg_hba.conf` in full, instead of initdb's (trust for everyone).
+    pub hba: Option<String>,
+}
+
+impl Setup {
+    fn apply(&self, data: &Path, user: Option<(u32, u32)>) {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let own = |path: &Path| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+            if let Some((uid, gid)) = user {
+                std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+            }
+        };
+        for (name, bytes) in &self.files {
+            let path = data.join(name);
+            std::fs::write(&path, bytes).unwrap();
+            own(&path);
+        }
+        if let Some(hba) = &self.hba {
+            let path = data.join("pg_hba.conf");
+            std::fs::write(&path, hba).unwrap();
+            own(&path);
+        }
+        if !self.settings.is_empty() {
+            let mut conf = std::fs::OpenOptions::new().append(true).open(data.join("postgresql.conf")).unwrap();
+            writeln!(conf, "\n# The test's own settings.\n{}", self.settings.join("\n")).unwrap();
         }
     }
 }
