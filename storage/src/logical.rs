@@ -267,7 +267,8 @@ impl Importer {
             }
         }
         std::fs::create_dir_all(dir).map_err(StorageError::from)?;
-        let kv = Backend::default().open(dir, &EngineConfig::default().cache_bytes(IMPORT_CACHE))?;
+        let config = EngineConfig::default().cache_bytes(IMPORT_CACHE).warm_cache(false);
+        let kv = Backend::default().open(dir, &config)?;
         Ok(Importer {
             kv,
             batch: WriteBatch::default(),
