@@ -4,6 +4,7 @@
 # by hand on loopback with durable commit, each in its own fresh directory.
 #
 #   scripts/peers.sh start   # install if needed, create fresh clusters, start both
+#   PEERS=postgres scripts/peers.sh start   # PostgreSQL alone
 #   scripts/peers.sh stop    # stop both (the data stays until the next start)
 #   scripts/peers.sh resume  # start both again on the data the last run left
 #                            # (for `tempora-load compare --reads-only`)
@@ -18,13 +19,15 @@ PEERS_DIR=${PEERS_DIR:-/tmp/tempora-peers}
 PG_PORT=${PG_PORT:-55432}
 MARIA_PORT=${MARIA_PORT:-53306}
 PG_BIN=/usr/lib/postgresql/15/bin
+PEERS=${PEERS:-postgres mariadb}
+want() { [[ " $PEERS " == *" $1 "* ]]; }
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 install() {
     local missing=()
     [ -x "$PG_BIN/postgres" ] || missing+=(postgresql-15 postgresql-contrib)
-    command -v mariadbd >/dev/null || missing+=(mariadb-server mariadb-client)
+    want mariadb && ! command -v mariadbd >/dev/null && missing+=(mariadb-server mariadb-client)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "installing ${missing[*]}"
         as_root apt-get update -qq
@@ -135,7 +138,7 @@ stop() {
 }
 
 case "${1:-}" in
-    start) install; stop; start_postgres; start_mariadb ;;
+    start) install; stop; start_postgres; if want mariadb; then start_mariadb; fi ;;
     stop) stop ;;
     resume) stop; resume ;;
     *) echo "usage: $0 start|stop|resume" >&2; exit 2 ;;

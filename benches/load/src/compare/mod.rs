@@ -88,6 +88,19 @@ pub struct CompareArgs {
     pub hot_keys: u64,
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub tempora_url: String,
+    /// tempora-pg: the replicas serving from one PostgreSQL database
+    /// (comma-separated; connections are spread over them in turn).
+    #[arg(long, value_delimiter = ',', default_value = "http://127.0.0.1:28081")]
+    pub tempora_pg_url: Vec<String>,
+    /// tempora-pg: the replicas' processes (comma-separated). Their CPU is
+    /// counted with the database server's (`--postgres-pid`), which does
+    /// the store's work.
+    #[arg(long, value_delimiter = ',')]
+    pub tempora_pg_pid: Vec<u32>,
+    /// tempora-pg: the store URL the replicas use, for the size of their
+    /// database (`pg_database_size`).
+    #[arg(long)]
+    pub tempora_pg_store: Option<String>,
     /// Bearer key, when tempora runs in keyed mode.
     #[arg(long)]
     pub tempora_key: Option<String>,
@@ -147,6 +160,9 @@ impl CompareArgs {
     fn data_dir(&self, k: Kind) -> Option<&std::path::Path> {
         match k {
             Kind::Tempora => self.tempora_data.as_deref(),
+            // Its database shares the server's data directory with the
+            // peer's: its size is asked of the server instead.
+            Kind::TemporaPg => None,
             Kind::Postgres => self.postgres_data.as_deref(),
             Kind::Mariadb => self.mariadb_data.as_deref(),
         }
@@ -155,6 +171,7 @@ impl CompareArgs {
     fn pid(&self, k: Kind) -> Option<u32> {
         match k {
             Kind::Tempora => self.tempora_pid,
+            Kind::TemporaPg => None,
             Kind::Postgres => self.postgres_pid,
             Kind::Mariadb => self.mariadb_pid,
         }
@@ -249,6 +266,9 @@ impl Run<'_> {
         v["workload"] = json!(workload);
         v["size"] = json!(self.args.size);
         v["run"] = json!(self.id);
+        if let Some(n) = replicas(system, self.args) {
+            v["replicas"] = json!(n);
+        }
         if let Some(f) = &mut self.out {
             writeln!(f, "{v}")?;
         }
@@ -262,7 +282,14 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
     let mut systems = Vec::new();
     for &k in &args.systems {
         systems.push(match k {
-            Kind::Tempora => System::Tempora(tempora::Tempora::new(&args.tempora_url, args.tempora_key.clone())),
+            Kind::Tempora => System::Tempora(tempora::Tempora::new(
+                std::slice::from_ref(&args.tempora_url),
+                args.tempora_key.clone(),
+                Kind::Tempora,
+            )),
+            Kind::TemporaPg => {
+                System::Tempora(tempora::Tempora::new(&args.tempora_pg_url, args.tempora_key.clone(), Kind::TemporaPg))
+            }
             Kind::Postgres => System::Postgres(postgres::Postgres::new(&args.postgres)),
             Kind::Mariadb => System::Mariadb(mariadb::Mariadb::new(&args.mariadb)?),
         });
@@ -320,12 +347,25 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
     for s in &systems {
         let k = s.kind();
         s.settle().await?;
-        let disk = args.data_dir(k).map(measure::disk_bytes).transpose()?;
-        let memory = measure::memory_bytes(args.pid(k), k.process());
-        run.record(k, "footprint", json!({"disk_bytes": disk, "memory_bytes": memory}))?;
+        let (disk, memory) = match k {
+            Kind::TemporaPg => (
+                match &args.tempora_pg_store {
+                    Some(url) => Some(postgres::database_size(url).await?),
+                    None => None,
+                },
+                args.tempora_pg_pid.iter().map(|p| measure::memory_bytes(Some(*p), k.process())).sum(),
+            ),
+            _ => (args.data_dir(k).map(measure::disk_bytes).transpose()?, measure::memory_bytes(args.pid(k), k.process())),
+        };
+        run.record(k, "footprint", json!({"disk_bytes": disk, "memory_bytes": memory, "replicas": replicas(k, &args)}))?;
     }
     summarise(&run.results);
     verdict(&run.results)
+}
+
+/// How many tempora processes serve the system (tempora-pg's replicas).
+fn replicas(k: Kind, args: &CompareArgs) -> Option<usize> {
+    (k == Kind::TemporaPg).then_some(args.tempora_pg_url.len())
 }
 
 /// The tool's own verdict: tempora must hold its guarantees and answer every
@@ -333,7 +373,7 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
 fn verdict(results: &[Value]) -> Result<()> {
     let mut failures = Vec::new();
     for r in results {
-        let tempora = r["system"] == "tempora";
+        let tempora = r["system"] == "tempora" || r["system"] == "tempora-pg";
         let workload = r["workload"].as_str().unwrap_or("");
         if tempora && workload.starts_with("check") {
             let v: system::Violations = serde_json::from_value(r.clone()).unwrap_or_default();
@@ -459,7 +499,20 @@ struct Cpu {
 
 impl Cpu {
     fn now(k: Kind, args: &CompareArgs) -> Cpu {
-        Cpu { server: measure::server_cpu_seconds(args.pid(k), k.process()), tool: measure::own_cpu_seconds() }
+        let server = match k {
+            // The replicas and the database server they keep their store on.
+            Kind::TemporaPg => {
+                let replicas: Option<f64> = args
+                    .tempora_pg_pid
+                    .iter()
+                    .map(|p| measure::server_cpu_seconds(Some(*p), k.process()))
+                    .sum();
+                let database = measure::server_cpu_seconds(args.postgres_pid, Kind::Postgres.process());
+                replicas.zip(database).map(|(a, b)| a + b)
+            }
+            _ => measure::server_cpu_seconds(args.pid(k), k.process()),
+        };
+        Cpu { server, tool: measure::own_cpu_seconds() }
     }
 
     fn since(&self, earlier: &Cpu) -> Cpu {
@@ -495,6 +548,8 @@ impl<'a> Rounds<'a> {
 /// The table printed at the end: each workload, each system (its median
 /// round, and the range over the rounds), and tempora's throughput as a
 /// multiple of the peer's, medians from this run.
+const ALL_SYSTEMS: [&str; 4] = ["tempora", "tempora-pg", "postgres", "mariadb"];
+
 fn summarise(results: &[Value]) {
     let get =
         |system: &str, workload: &str| results.iter().find(|r| r["system"] == system && r["workload"] == workload);
@@ -502,13 +557,15 @@ fn summarise(results: &[Value]) {
         Rounds::of(results.iter().filter(|r| r["system"] == system && r["workload"] == workload).collect())
     };
     println!(
-        "{:<8} {:<9} {:>12} {:>13} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10}",
-        "workload", "system", "per s", "range per s", "p50 ms", "p99 ms", "errors", "retries", "tempora/this",
+        "{:<8} {:<10} {:>12} {:>13} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10}",
+        "workload", "system", "per s", "range per s", "p50 ms", "p99 ms", "errors", "retries", "first/this",
         "server us", "tool us", "settle s", "cores", "disk %", "cached MB"
     );
+    // Ratios are against the run's first system (`--systems`).
+    let first = results.first().and_then(|r| r["system"].as_str()).unwrap_or("tempora");
     for w in ["hotkey", "w5", "w0", "w2", "w4", "w1", "w3"] {
-        let base = rounds("tempora", w).and_then(|r| r.median["throughput_per_s"].as_f64());
-        for s in ["tempora", "postgres", "mariadb"] {
+        let base = rounds(first, w).and_then(|r| r.median["throughput_per_s"].as_f64());
+        for s in ALL_SYSTEMS {
             let Some(all) = rounds(s, w) else { continue };
             let r = all.median;
             let tput = r["throughput_per_s"].as_f64().unwrap_or(0.0);
@@ -522,7 +579,7 @@ fn summarise(results: &[Value]) {
                 r[k].as_f64().filter(|_| ops > 0.0).map(|cpu| format!("{:.1}", cpu * 1e6 / ops))
             };
             println!(
-                "{w:<8} {s:<9} {tput:>12.0} {:>13} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10}",
+                "{w:<8} {s:<10} {tput:>12.0} {:>13} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10}",
                 all.range(),
                 f("p50_ms"),
                 f("p99_ms"),
@@ -537,18 +594,18 @@ fn summarise(results: &[Value]) {
             );
         }
     }
-    for s in ["tempora", "postgres", "mariadb"] {
+    for s in ALL_SYSTEMS {
         for c in ["check_hotkey", "check_w1"] {
             if let Some(r) = get(s, c) {
                 println!(
-                    "{c:<12} {s:<9} facts={} duplicate_active={} inverted={} overlapping={}",
+                    "{c:<12} {s:<10} facts={} duplicate_active={} inverted={} overlapping={}",
                     r["facts"], r["duplicate_active"], r["inverted"], r["overlapping"]
                 );
             }
         }
         if let Some(r) = get(s, "footprint") {
             let mb = |k: &str| r[k].as_u64().map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "-".into());
-            println!("{:<12} {s:<9} disk={} memory={}", "footprint", mb("disk_bytes"), mb("memory_bytes"));
+            println!("{:<12} {s:<10} disk={} memory={}", "footprint", mb("disk_bytes"), mb("memory_bytes"));
         }
     }
 }

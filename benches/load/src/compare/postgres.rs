@@ -80,6 +80,13 @@ ANALYZE facts;
 
 const COLUMNS: &str = "fact_id, subject, predicate, object, confidence, source, status, valid::text, recorded::text";
 
+/// The bytes on disk of the database `config` connects to.
+pub async fn database_size(config: &str) -> Result<u64> {
+    let client = Postgres::new(config).client().await?;
+    let size: i64 = client.query_one("SELECT pg_database_size(current_database())", &[]).await?.get(0);
+    Ok(size as u64)
+}
+
 impl Postgres {
     pub fn new(config: &str) -> Postgres {
         Postgres { config: config.to_string() }

@@ -8,6 +8,9 @@ use anyhow::Result;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
 pub enum Kind {
     Tempora,
+    /// tempora serving from PostgreSQL (`--store postgres://…`), through
+    /// one or more replicas.
+    TemporaPg,
     Postgres,
     Mariadb,
 }
@@ -16,14 +19,16 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Tempora => "tempora",
+            Kind::TemporaPg => "tempora-pg",
             Kind::Postgres => "postgres",
             Kind::Mariadb => "mariadb",
         }
     }
+
     /// The server's process name, for its memory (`/proc/*/comm`).
     pub fn process(self) -> &'static str {
         match self {
-            Kind::Tempora => "tempora",
+            Kind::Tempora | Kind::TemporaPg => "tempora",
             Kind::Postgres => "postgres",
             Kind::Mariadb => "mariadbd",
         }
@@ -105,7 +110,7 @@ pub enum Conn {
 impl System {
     pub fn kind(&self) -> Kind {
         match self {
-            System::Tempora(_) => Kind::Tempora,
+            System::Tempora(s) => s.kind(),
             System::Postgres(_) => Kind::Postgres,
             System::Mariadb(_) => Kind::Mariadb,
         }

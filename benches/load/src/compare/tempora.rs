@@ -3,7 +3,7 @@
 
 use super::data::{self, PREDICATE};
 use super::http1::{Http1, Reply};
-use super::system::{check_key, Done, Op, Violations};
+use super::system::{check_key, Done, Kind, Op, Violations};
 use anyhow::{bail, Context, Result};
 use hyper::Method;
 use serde_json::{json, Value};
@@ -13,8 +13,11 @@ use std::collections::HashMap;
 const BULK_BATCH: u64 = 5_000;
 
 pub struct Tempora {
-    base: String,
+    /// One base URL per replica; connections are spread over them in turn.
+    bases: Vec<String>,
+    next: std::sync::atomic::AtomicUsize,
     key: Option<String>,
+    kind: Kind,
 }
 
 pub struct Conn {
@@ -22,22 +25,28 @@ pub struct Conn {
 }
 
 impl Tempora {
-    pub fn new(url: &str, key: Option<String>) -> Tempora {
-        Tempora { base: url.trim_end_matches('/').to_string(), key }
+    pub fn new(urls: &[String], key: Option<String>, kind: Kind) -> Tempora {
+        let bases = urls.iter().map(|u| u.trim_end_matches('/').to_string()).collect();
+        Tempora { bases, next: std::sync::atomic::AtomicUsize::new(0), key, kind }
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
     }
 
     pub async fn setup(&self) -> Result<()> {
         let mut c = self.connect()?;
         let facts = c.get_json("/api/facts?status=all&include_retracted=true&limit=1").await?;
         if facts.as_array().is_some_and(|a| !a.is_empty()) {
-            bail!("tempora at {} already holds facts: start it on an empty data directory", self.base);
+            bail!("tempora at {} already holds facts: start it on an empty store", self.bases.join(", "));
         }
         Ok(())
     }
 
     /// A connection (opened at its first request): requests on it go one at a time.
     pub fn connect(&self) -> Result<Conn> {
-        Ok(Conn { http: Http1::new(&self.base, self.key.as_deref())? })
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Conn { http: Http1::new(&self.bases[i % self.bases.len()], self.key.as_deref())? })
     }
 
     /// Batches of 5 000 facts with their valid intervals, `streams` batches in flight.
