@@ -52,6 +52,7 @@ mod neurosan_chat;
 mod neurosan_grpc;
 mod neurosan_http;
 mod openapi_doc;
+mod postgres_backup;
 mod postgres_replicas;
 mod postgres_schema;
 mod postgres_sse_resume;
