@@ -279,13 +279,15 @@ impl Group {
         for key in wants.pairs.into_keys() {
             self.pairs.insert(key, Vec::new());
         }
+        // A fact named by a retraction may also be one of a pair's: held once.
         for row in by_pair.iter().chain(&by_id) {
             let tenant_id: i32 = row.get("tenant_id");
             let fact = rows::fact(&names[&tenant_id], row)?;
+            if self.held.contains_key(&fact.id) {
+                continue;
+            }
             if let Some(ids) = self.pairs.get_mut(&(tenant_id, fact.subject.clone(), fact.predicate.clone())) {
-                if !ids.contains(&fact.id) {
-                    ids.push(fact.id);
-                }
+                ids.push(fact.id);
             }
             let slot = row.get("slot");
             self.held.insert(fact.id, Held { tenant_id, fact, slot, written: false });
