@@ -294,7 +294,7 @@ impl Tls {
             .map_err(|e| format!("TLS to PostgreSQL: {e}"))?
             .dangerous()
             .with_custom_certificate_verifier(verifier);
-        let config = match (&params.cert, &params.key) {
+        let mut config = match (&params.cert, &params.key) {
             (None, None) => builder.with_no_client_auth(),
             (Some(cert), Some(key)) => builder
                 .with_client_auth_cert(client_chain(cert)?, client_key(key)?)
@@ -302,6 +302,9 @@ impl Tls {
             (Some(_), None) => return Err("sslcert needs sslkey (the client certificate's private key)".into()),
             (None, Some(_)) => return Err("sslkey needs sslcert (the client certificate)".into()),
         };
+        // As libpq 17 does: PostgreSQL 17 wants it for sslnegotiation=direct,
+        // older servers ignore it.
+        config.alpn_protocols = vec![b"postgresql".to_vec()];
         Ok(Tls { make: MakeRustlsConnect::new(config), mode })
     }
 
