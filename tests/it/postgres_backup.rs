@@ -17,10 +17,26 @@ use std::process::Output;
 use std::time::Duration;
 
 const ZED_KEY: &str = "zed-key-1";
+const YAN_KEY: &str = "yan-key-1";
 
-/// Keyed mode with a third tenant, `zed`, whose only write is refused.
+/// Keyed mode with a third tenant, `zed`, whose only write is refused, and
+/// a fourth, `yan`, who first writes after the move.
 fn env() -> Vec<(&'static str, &'static str)> {
-    vec![("TEMPORA_TENANT_KEYS", "nas=nas-key-1,acme=acme-key-1,zed=zed-key-1"), ("TEMPORA_ADMIN_TOKENS", ADMIN)]
+    let keys = "nas=nas-key-1,acme=acme-key-1,zed=zed-key-1,yan=yan-key-1";
+    vec![("TEMPORA_TENANT_KEYS", keys), ("TEMPORA_ADMIN_TOKENS", ADMIN)]
+}
+
+/// The next writes after a move: the next tx, and a tenant new to the
+/// store numbered after the moved ones.
+async fn next_writes(server: &Server, last_tx: u64) {
+    let nas = Api::new(server, Some(NAS_KEY));
+    let next = nas.assert_fact(fact("Person:new", "works_at", json!("Org:acme"), year(2026))).await;
+    assert_eq!(next["tx"].as_u64(), Some(last_tx + 1));
+    let yan = Api::new(server, Some(YAN_KEY));
+    let first = yan.assert_fact(fact("Person:yan", "works_at", json!("Org:acme"), year(2026))).await;
+    assert_eq!(first["tx"].as_u64(), Some(last_tx + 2));
+    assert_eq!(yan.list("subject=Person:yan").await.len(), 1);
+    assert_eq!(Api::new(server, Some(ADMIN)).stats().await["tenants"], 3);
 }
 
 fn tempora(args: &[&str]) -> Output {
@@ -346,10 +362,7 @@ async fn a_store_moves_to_postgres_and_back_with_every_read_unchanged() {
     assert!(!kept(&engine_file).is_empty() && kept(&engine_file) == kept(&pg_file), "replies or artifacts differ");
     assert_eq!(facts_part(&records(Path::new(&path("direct.backup")))), facts_part(&pg_file));
 
-    // The next write on PostgreSQL takes the next tx.
-    let nas = Api::new(&on_pg, Some(NAS_KEY));
-    let next = nas.assert_fact(fact("Person:new", "works_at", json!("Org:acme"), year(2026))).await;
-    assert_eq!(next["tx"].as_u64(), Some(last_tx + 1));
+    next_writes(&on_pg, last_tx).await;
     on_pg.stop_ok();
 
     // And into a new data directory: the round trip answers as the original.
@@ -359,9 +372,7 @@ async fn a_store_moves_to_postgres_and_back_with_every_read_unchanged() {
     same(&want, &snapshot(&back).await, "the embedded store restored from PostgreSQL's backup");
     assert_eq!(artifacts(&back).await, want_artifacts);
     replays(&back, &keyed).await;
-    let nas = Api::new(&back, Some(NAS_KEY));
-    let next = nas.assert_fact(fact("Person:new", "works_at", json!("Org:acme"), year(2026))).await;
-    assert_eq!(next["tx"].as_u64(), Some(last_tx + 1));
+    next_writes(&back, last_tx).await;
     back.stop_ok();
 }
 
