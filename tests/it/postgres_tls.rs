@@ -64,6 +64,14 @@ fn leaf(
 }
 
 static PKI: LazyLock<Pki> = LazyLock::new(|| {
+    // Those of test processes that are gone.
+    for e in std::fs::read_dir(std::env::temp_dir()).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        let pid = name.to_str().and_then(|n| n.strip_prefix("tempora-tls-")).filter(|p| p.bytes().all(|b| b.is_ascii_digit()));
+        if pid.is_some_and(|p| !p.is_empty() && !Path::new("/proc").join(p).exists()) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
     let dir = std::env::temp_dir().join(format!("tempora-tls-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
