@@ -125,20 +125,34 @@ impl StoreUrl {
 
 impl std::fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // postgres://user:password@host/... : the part between the first
-        // ':' after the scheme and the last '@' before the host is the password.
+        // Split as the PostgreSQL client does: the credentials run to the
+        // first '@' (a password may hold '/', '?' or ':'); the query after
+        // the first '?' that follows may carry `password=` too.
         let url = &self.0;
         let Some((scheme, rest)) = url.split_once("://") else { return f.write_str("postgres://…") };
-        let authority_end = rest.find('/').unwrap_or(rest.len());
-        let (authority, path) = rest.split_at(authority_end);
-        match authority.rsplit_once('@') {
-            Some((userinfo, host)) => {
-                let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-                let masked = if userinfo.contains(':') { ":***" } else { "" };
-                write!(f, "{scheme}://{user}{masked}@{host}{path}")
-            }
-            None => f.write_str(url),
+        let (user, rest) = match rest.split_once('@') {
+            Some((creds, rest)) => match creds.split_once(':') {
+                Some((user, _)) => (format!("{user}:***@"), rest),
+                None => (format!("{creds}@"), rest),
+            },
+            None => (String::new(), rest),
+        };
+        let (place, query) = match rest.split_once('?') {
+            Some((place, query)) => (place, Some(query)),
+            None => (rest, None),
+        };
+        write!(f, "{scheme}://{user}{place}")?;
+        if let Some(query) = query {
+            let pairs: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((k, _)) if k.to_ascii_lowercase().contains("password") => format!("{k}=***"),
+                    _ => pair.to_string(),
+                })
+                .collect();
+            write!(f, "?{}", pairs.join("&"))?;
         }
+        Ok(())
     }
 }
 
@@ -678,6 +692,20 @@ fn parse_enum<T: for<'de> Deserialize<'de>>(what: &str, v: &str) -> Result<T> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_store_url_is_shown_without_its_password() {
+        let shown = |u: &str| super::StoreUrl(u.to_string()).to_string();
+        assert_eq!(shown("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+        assert_eq!(shown("postgres://u@h/db?sslmode=require"), "postgres://u@h/db?sslmode=require");
+        assert_eq!(shown("postgres://u@h/db?password=secret&sslmode=require"), "postgres://u@h/db?password=***&sslmode=require");
+        assert_eq!(shown("postgres://u:pa/ss@h/db"), "postgres://u:***@h/db");
+        assert_eq!(shown("postgres://u:p?a@ss@h/db"), "postgres://u:***@ss@h/db");
+        assert_eq!(shown("postgres://h/db?sslpassword=secret"), "postgres://h/db?sslpassword=***");
+        for u in ["postgres://u:s3cr/t@h/db", "postgres://u:s3cr?t@h/db?x=1", "postgresql://h/db?PASSWORD=s3cret"] {
+            assert!(!shown(u).contains("s3cr"), "{}", shown(u));
+        }
+    }
+
     use super::*;
     use std::collections::HashMap;
 
