@@ -50,6 +50,9 @@ const SCRATCH_CACHE: u64 = 64 << 20;
 // ---- backup: the tables to a file ----------------------------------------------
 
 /// One item read from the tables.
+// Nearly every item is a version: boxing them would allocate once more per
+// fact to shrink the few others.
+#[allow(clippy::large_enum_variant)]
 enum Item {
     Clock(Clock),
     Tenant(Tenant),
