@@ -21,7 +21,6 @@
 
 use super::rows::{self, json_text, FactParams, COLUMNS};
 use super::shared::{db, Shared};
-use super::PostgresStore;
 use crate::store::embedded::{backup as file, Engine, EngineConfig};
 use crate::store::{
     BackupSummary, Cardinality, EngineError, Fact, Millis, PredicateInfo, Result, SourceStats, Status, StorageError,
@@ -38,6 +37,17 @@ use tokio::sync::mpsc;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::IsolationLevel;
+
+mod store;
+
+/// What a dump needs of the PostgreSQL store: its shared parts (the pool)
+/// and the runtime its connections live on. The store's side is in
+/// `dump/store.rs`, so that this file, which the store calls, refers to
+/// nothing of the store's own module (no import cycle, tests/it/layering.rs).
+pub(super) trait Store {
+    fn shared(&self) -> Arc<Shared>;
+    fn runtime(&self) -> &tokio::runtime::Handle;
+}
 
 /// Rows read per round trip.
 const PAGE: i32 = 1000;
@@ -66,11 +76,11 @@ enum Item {
 }
 
 /// A consistent copy of the whole store, in the embedded engine's backup format.
-pub(super) fn backup(store: &PostgresStore, out: &mut dyn std::io::Write) -> Result<BackupSummary> {
+pub(super) fn backup(store: &impl Store, out: &mut dyn std::io::Write) -> Result<BackupSummary> {
     let scratch = Scratch::new("backup");
     let (send, mut items) = mpsc::channel::<Result<Vec<Item>>>(4);
-    let shared = Arc::clone(&store.shared);
-    store.handle.spawn(async move {
+    let shared = store.shared();
+    store.runtime().spawn(async move {
         if let Err(e) = read_tables(&shared, &send).await {
             let _ = send.send(Err(e)).await;
         }
@@ -210,23 +220,15 @@ impl Batches<'_> {
 
 // ---- restore: a file into the tables -------------------------------------------
 
-impl PostgresStore {
-    /// Loads a backup (of either store) into this store's database, which
-    /// must hold no tempora data yet: a database with tenants, facts,
-    /// replies or service records is refused and left as it was. The whole
-    /// file is checked before the database is touched, and everything is
-    /// loaded in one transaction, so a damaged file or a failure part way
-    /// leaves the database empty. Servers on the database go on numbering
-    /// transactions after the backup's last one.
-    pub fn restore(&self, input: &mut dyn std::io::Read) -> Result<BackupSummary> {
-        let scratch = Scratch::new("restore");
-        let summary = file::restore(input, scratch.path())?;
-        // Opened as a store: an older store format is migrated forward here.
-        let engine = Engine::open(scratch_config(scratch.path()))?;
-        let loaded = load(self, &engine);
-        engine.close();
-        loaded.map(|()| summary)
-    }
+/// Loads a backup into the store's database; see `PostgresStore::restore`.
+fn restore(store: &impl Store, input: &mut dyn std::io::Read) -> Result<BackupSummary> {
+    let scratch = Scratch::new("restore");
+    let summary = file::restore(input, scratch.path())?;
+    // Opened as a store: an older store format is migrated forward here.
+    let engine = Engine::open(scratch_config(scratch.path()))?;
+    let loaded = load(store, &engine);
+    engine.close();
+    loaded.map(|()| summary)
 }
 
 /// A tenant's row.
@@ -267,12 +269,12 @@ impl From<EngineError> for Unsent {
 }
 
 /// The export of `engine` into the tables, in one transaction.
-fn load(store: &PostgresStore, engine: &Engine) -> Result<()> {
+fn load(store: &impl Store, engine: &Engine) -> Result<()> {
     let export = engine.export()?;
     let (send, items) = mpsc::channel::<Load>(4);
     let (done, written) = std::sync::mpsc::sync_channel(1);
-    let shared = Arc::clone(&store.shared);
-    store.handle.spawn(async move {
+    let shared = store.shared();
+    store.runtime().spawn(async move {
         let _ = done.send(write_tables(&shared, items).await);
     });
     let sent = send_all(&export, &send);
