@@ -602,6 +602,56 @@ mod tests {
         assert_eq!(next.fact.tx, imported.last_tx().0);
     }
 
+    /// A store from before format 7 logs fact ids only; its export carries
+    /// the subjects and value-change counts `Engine::change_log` reads.
+    #[test]
+    fn an_export_completes_a_change_log_from_before_format_7() {
+        fn copy_dir(from: &Path, to: &Path) {
+            std::fs::create_dir_all(to).unwrap();
+            for e in std::fs::read_dir(from).unwrap() {
+                let e = e.unwrap();
+                match e.file_type().unwrap().is_dir() {
+                    true => copy_dir(&e.path(), &to.join(e.file_name())),
+                    false => drop(std::fs::copy(e.path(), to.join(e.file_name())).unwrap()),
+                }
+            }
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/format1"), &dir);
+        let engine = Engine::open(EngineConfig::at(&dir)).unwrap();
+        assert_eq!(engine.format_found(), 1);
+        let export = engine.export().unwrap();
+        let names: HashMap<TenantId, String> = export.tenants().iter().map(|t| (t.id, t.name.clone())).collect();
+        // In the export's order: by tenant id, then tx.
+        let mut logged = Vec::new();
+        for t in export.tenants() {
+            logged.extend(engine.change_log(&t.name, 0, usize::MAX).unwrap().into_iter().map(|c| (t.name.clone(), c)));
+        }
+        let exported: Vec<LoggedTx> = export.changes().collect::<Result<_>>().unwrap();
+        assert_eq!(exported.len(), logged.len());
+        let mut asserts = 0;
+        for (c, (tenant, l)) in exported.iter().zip(&logged) {
+            assert_eq!((&names[&c.tenant], c.tx, c.entry.recorded_at), (tenant, l.tx, l.recorded_at));
+            for (e, want) in c.entry.events.iter().zip(&l.events) {
+                match (e, want) {
+                    (
+                        LogEvent::Assert { fact, subject, changed, .. },
+                        crate::model::LoggedEvent::Assert { fact: f, subject: s, changed: n, .. },
+                    ) => {
+                        assert_eq!((fact, subject.as_deref(), changed.map(|c| c as usize)), (f, Some(s.as_str()), Some(*n)));
+                        asserts += 1;
+                    }
+                    (LogEvent::Retract { fact, subject }, crate::model::LoggedEvent::Retract { fact: f, subject: s }) => {
+                        assert_eq!((fact, subject.as_deref()), (f, Some(s.as_str())));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert!(asserts >= 4, "{exported:?}");
+    }
+
     #[test]
     fn an_import_refuses_a_used_directory_and_a_clock_behind_its_items() {
         let tmp = tempfile::tempdir().unwrap();
