@@ -15,14 +15,42 @@ use crate::store::{
 };
 use std::collections::HashMap;
 use tempora_storage::record::LogEvent;
+use deadpool_postgres::{Client, GenericClient};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Client;
+use tokio_postgres::Row;
 
 pub type Result<T> = std::result::Result<T, EngineError>;
 
 /// The tenant's id, as a condition's right side: a tenant that has never
 /// written has none, and matches nothing.
 const TENANT: &str = "(SELECT id FROM tenants WHERE name = $1)";
+
+/// Reads through statements each connection prepares once (its cache of
+/// them is kept by the pool): the server parses a read's SQL once, and
+/// after a few runs plans it once, instead of on every read; planning a
+/// read costs more than running it.
+trait Cached: GenericClient {
+    async fn cached(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
+        let s = self.prepare_cached(sql).await?;
+        self.query(&s, params).await
+    }
+
+    async fn cached_opt(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Option<Row>, tokio_postgres::Error> {
+        let s = self.prepare_cached(sql).await?;
+        self.query_opt(&s, params).await
+    }
+
+    async fn cached_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> std::result::Result<Row, tokio_postgres::Error> {
+        let s = self.prepare_cached(sql).await?;
+        self.query_one(&s, params).await
+    }
+}
+
+impl<T: GenericClient> Cached for T {}
 
 /// `as_of` as a transaction bound: a record time resolves to the last
 /// transaction recorded at or before it. A time at or after the store's
@@ -34,17 +62,17 @@ pub async fn as_of_tx(c: &mut Client, as_of: Option<AsOf>) -> Result<Option<Tx>>
         None => Ok(None),
         Some(AsOf::Tx(x)) => Ok(Some(x)),
         Some(AsOf::Time(t)) => {
-            let last_at: i64 = c.query_one("SELECT last_recorded_at FROM clock", &[]).await.map_err(db)?.get(0);
+            let last_at: i64 = c.cached_one("SELECT last_recorded_at FROM clock", &[]).await.map_err(db)?.get(0);
             if t >= last_at {
                 // Wait out a group that is committing: it holds the clock.
                 let tx = c.transaction().await.map_err(db)?;
-                tx.query_one("SELECT last_tx FROM clock FOR SHARE", &[]).await.map_err(db)?;
+                tx.cached_one("SELECT last_tx FROM clock FOR SHARE", &[]).await.map_err(db)?;
                 tx.commit().await.map_err(db)?;
             }
             // Every commit from now on is recorded at or after the
             // database's present, so the answer for a past time is final.
             let row = c
-                .query_opt(
+                .cached_opt(
                     "SELECT tx FROM changes WHERE recorded_at <= $1 ORDER BY recorded_at DESC, tx DESC LIMIT 1",
                     &[&t],
                 )
@@ -57,9 +85,9 @@ pub async fn as_of_tx(c: &mut Client, as_of: Option<AsOf>) -> Result<Option<Tx>>
 
 pub async fn get(c: &mut Client, tenant: &str, id: FactId, as_of: Option<AsOf>) -> Result<Option<Fact>> {
     let row = match as_of_tx(c, as_of).await? {
-        None => c.query_opt(&format!("SELECT {COLUMNS} FROM facts WHERE tenant_id = {TENANT} AND id = $2"), &[&tenant, &id]).await,
+        None => c.cached_opt(&format!("SELECT {COLUMNS} FROM facts WHERE tenant_id = {TENANT} AND id = $2"), &[&tenant, &id]).await,
         Some(x) => {
-            c.query_opt(
+            c.cached_opt(
                 &format!(
                     "SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = {TENANT} AND id = $2 AND tx <= $3
                      ORDER BY tx DESC LIMIT 1"
@@ -75,7 +103,7 @@ pub async fn get(c: &mut Client, tenant: &str, id: FactId, as_of: Option<AsOf>) 
 pub async fn history(c: &Client, tenant: &str, id: FactId) -> Result<FactHistory> {
     let not_found = || EngineError::NotFound(format!("no fact with id {id}"));
     let found = c
-        .query(&format!("SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = {TENANT} AND id = $2 ORDER BY tx"), &[&tenant, &id])
+        .cached(&format!("SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = {TENANT} AND id = $2 ORDER BY tx"), &[&tenant, &id])
         .await
         .map_err(db)?;
     let versions = found.iter().map(|r| rows::fact(tenant, r)).collect::<Result<Vec<_>>>()?;
@@ -218,7 +246,7 @@ pub async fn query(c: &mut Client, tenant: &str, q: &FactQuery) -> Result<FactPa
         order[2]
     );
     let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
-    let found = c.query(&sql, &refs).await.map_err(db)?;
+    let found = c.cached(&sql, &refs).await.map_err(db)?;
     let mut facts = found.iter().map(|r| rows::fact(tenant, r)).collect::<Result<Vec<_>>>()?;
     let more = facts.len() > limit;
     facts.truncate(limit);
@@ -275,7 +303,7 @@ fn decode_cursor(c: &str, plan: Plan, q: &FactQuery) -> Result<(String, String, 
 pub async fn subject_history(c: &mut Client, tenant: &str, subject: &str, as_of: Option<AsOf>) -> Result<Vec<Fact>> {
     let bound = as_of_tx(c, as_of).await?.map_or(i64::MAX, db_tx);
     let found = c
-        .query(
+        .cached(
             &format!(
                 "SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = {TENANT} AND subject = $2 AND tx <= $3
                  ORDER BY tx, id"
@@ -290,7 +318,7 @@ pub async fn subject_history(c: &mut Client, tenant: &str, subject: &str, as_of:
 /// The tenant's change-log rows after `after`, oldest first.
 async fn log_rows(c: &Client, tenant: &str, after: Tx, limit: usize) -> Result<Vec<(Tx, Millis, Vec<LogEvent>)>> {
     let found = c
-        .query(
+        .cached(
             &format!("SELECT tx, recorded_at, events FROM changes WHERE tenant_id = {TENANT} AND tx > $2 ORDER BY tx LIMIT $3"),
             &[&tenant, &db_tx(after), &(limit.min(i64::MAX as usize) as i64)],
         )
@@ -313,7 +341,7 @@ pub async fn changes(c: &Client, tenant: &str, after: Tx, limit: usize) -> Resul
     let Some(last) = log.last().map(|l| l.0) else { return Ok(Vec::new()) };
     // Every version those transactions wrote, in one read.
     let found = c
-        .query(
+        .cached(
             &format!("SELECT {COLUMNS} FROM fact_versions WHERE tenant_id = {TENANT} AND tx > $2 AND tx <= $3"),
             &[&tenant, &db_tx(after), &db_tx(last)],
         )
@@ -381,20 +409,20 @@ pub async fn change_log(c: &Client, tenant: &str, after: Tx, limit: usize) -> Re
 
 pub async fn tenant_last_write(c: &Client, tenant: &str) -> Result<Option<(Tx, Millis)>> {
     let row = c
-        .query_opt("SELECT last_tx, last_recorded_at FROM tenants WHERE name = $1 AND last_tx > 0", &[&tenant])
+        .cached_opt("SELECT last_tx, last_recorded_at FROM tenants WHERE name = $1 AND last_tx > 0", &[&tenant])
         .await
         .map_err(db)?;
     Ok(row.map(|r| (r.get::<_, i64>(0) as Tx, r.get(1))))
 }
 
 pub async fn last_tx(c: &Client) -> Result<(Tx, Millis)> {
-    let r = c.query_one("SELECT last_tx, last_recorded_at FROM clock", &[]).await.map_err(db)?;
+    let r = c.cached_one("SELECT last_tx, last_recorded_at FROM clock", &[]).await.map_err(db)?;
     Ok((r.get::<_, i64>(0) as Tx, r.get(1)))
 }
 
 pub async fn predicate(c: &Client, tenant: &str, name: &str) -> Result<PredicateInfo> {
     let row = c
-        .query_opt(
+        .cached_opt(
             "SELECT p.cardinality FROM predicates p JOIN tenants t ON t.id = p.tenant_id WHERE t.name = $1 AND p.name = $2",
             &[&tenant, &name],
         )
@@ -409,7 +437,7 @@ pub async fn predicate(c: &Client, tenant: &str, name: &str) -> Result<Predicate
 
 pub async fn predicates(c: &Client, tenant: &str) -> Result<Vec<PredicateInfo>> {
     let found = c
-        .query(
+        .cached(
             "SELECT p.name, p.cardinality FROM predicates p JOIN tenants t ON t.id = p.tenant_id
              WHERE t.name = $1 ORDER BY p.name",
             &[&tenant],
@@ -420,13 +448,13 @@ pub async fn predicates(c: &Client, tenant: &str) -> Result<Vec<PredicateInfo>> 
 }
 
 pub async fn threshold(c: &Client, tenant: &str) -> Result<Option<f64>> {
-    let row = c.query_opt("SELECT threshold FROM tenants WHERE name = $1", &[&tenant]).await.map_err(db)?;
+    let row = c.cached_opt("SELECT threshold FROM tenants WHERE name = $1", &[&tenant]).await.map_err(db)?;
     Ok(row.map(|r| r.get(0)))
 }
 
 pub async fn stats(c: &Client, tenant: &str) -> Result<TenantStats> {
     let row = c
-        .query_opt(
+        .cached_opt(
             "SELECT active, candidate, superseded, retracted, subjects, predicate_count FROM tenants WHERE name = $1",
             &[&tenant],
         )
@@ -444,7 +472,7 @@ pub async fn stats(c: &Client, tenant: &str) -> Result<TenantStats> {
 
 pub async fn source_stats(c: &Client, tenant: &str, source: &str) -> Result<SourceStats> {
     let row = c
-        .query_opt(
+        .cached_opt(
             "SELECT s.active, s.candidate, s.superseded, s.retracted FROM source_stats s
              JOIN tenants t ON t.id = s.tenant_id WHERE t.name = $1 AND s.source = $2",
             &[&tenant, &source],
@@ -463,7 +491,7 @@ pub async fn tenants(c: &Client) -> Result<Vec<String>> {
     // A tenant's row is made with its first write, and stays when that
     // write is refused; a tenant is one once it has a transaction.
     Ok(c
-        .query("SELECT name FROM tenants WHERE last_tx > 0 ORDER BY name", &[])
+        .cached("SELECT name FROM tenants WHERE last_tx > 0 ORDER BY name", &[])
         .await
         .map_err(db)?
         .iter()
