@@ -26,6 +26,6 @@ impl PostgresStore {
     /// leaves the database empty. Servers on the database go on numbering
     /// transactions after the backup's last one.
     pub fn restore(&self, input: &mut dyn std::io::Read) -> Result<BackupSummary> {
-        super::restore(self, input)
+        super::load::restore(self, input)
     }
 }
