@@ -105,32 +105,99 @@ fn send_all(export: &Export<'_>, send: &mpsc::Sender<Load>) -> std::result::Resu
     let mut predicates = Vec::new();
     for t in export.tenants() {
         for p in export.predicates(t.id)? {
-            cardinalities.insert((t.id as i32, p.name.clone()), p.cardinality);
-            predicates.push((t.id as i32, p));
+            cardinalities.insert((ids[&t.name], p.name.clone()), p.cardinality);
+            predicates.push((ids[&t.name], p));
         }
     }
     put(Load::Predicates(predicates))?;
 
     let tenant_of = |name: &str| {
         ids.get(name).copied().ok_or_else(|| {
-            Unsent::Failed(EngineError::Storage(StorageError::Corrupt(format!("a fact names tenant {name:?}, which the store lacks"))))
+            let e = StorageError::Corrupt(format!("a fact names tenant {name:?}, which the store lacks"));
+            Unsent::Failed(EngineError::Storage(e))
         })
     };
-    let mut chunk = Vec::with_capacity(BATCH);
-    for f in export.versions() {
+    let versions = export.versions().map(|f| {
         let f = f?;
-        chunk.push((tenant_of(&f.tenant)?, f));
+        Ok((tenant_of(&f.tenant)?, f))
+    });
+    in_batches(&put, versions, Load::Versions)?;
+    let cardinality = |t: i32, p: &str| cardinalities.get(&(t, p.to_string())).copied().unwrap_or_default();
+    send_latest(export, &put, &tenant_of, &cardinality)?;
+
+    let mut last: HashMap<u32, (Tx, Millis)> = HashMap::new();
+    let changes = export.changes().map(|c| {
+        let c = c?;
+        last.insert(c.tenant, (c.tx, c.entry.recorded_at));
+        Ok(c)
+    });
+    in_batches(&put, changes, Load::Changes)?;
+
+    let mut sources = Vec::new();
+    for t in export.tenants() {
+        sources.extend(export.source_stats(t.id)?.into_iter().map(|(s, counts)| (ids[&t.name], s, counts)));
+    }
+    put(Load::Sources(sources))?;
+
+    // A reply of a tenant that never committed (its first write was
+    // refused) needs a row of its own, numbered after the others.
+    let mut next_id = ids.values().copied().max().unwrap_or(0) + 1;
+    let mut chunk = Vec::with_capacity(BATCH);
+    for r in export.replies() {
+        let r = r?;
+        let id = match ids.get(&r.tenant) {
+            Some(id) => *id,
+            None => {
+                put(Load::Replies(std::mem::take(&mut chunk)))?;
+                let stats = TenantStats::default();
+                put(Load::Tenants(vec![TenantRow { id: next_id, name: r.tenant.clone(), threshold: DEFAULT_THRESHOLD, stats }]))?;
+                ids.insert(r.tenant.clone(), next_id);
+                next_id += 1;
+                next_id - 1
+            }
+        };
+        chunk.push((id, r));
         if chunk.len() >= BATCH {
-            put(Load::Versions(std::mem::take(&mut chunk)))?;
+            put(Load::Replies(std::mem::take(&mut chunk)))?;
         }
     }
-    put(Load::Versions(chunk))?;
+    put(Load::Replies(chunk))?;
 
-    // The live facts of a pair come together: their slots are decided together.
-    let cardinality = |t: i32, p: &str| cardinalities.get(&(t, p.to_string())).copied().unwrap_or_default();
+    in_batches(&put, export.aux().map(|a| Ok(a?)), Load::Aux)?;
+    let last = last.into_iter().map(|(t, (tx, at))| (t as i32, tx, at)).collect();
+    put(Load::Finish { clock: export.clock(), last })
+}
+
+type Sent = std::result::Result<(), Unsent>;
+
+/// `items`, sent as `wrap`ped messages of up to [`BATCH`] each.
+fn in_batches<T>(
+    put: &impl Fn(Load) -> Sent,
+    items: impl Iterator<Item = std::result::Result<T, Unsent>>,
+    wrap: fn(Vec<T>) -> Load,
+) -> Sent {
+    let mut chunk = Vec::with_capacity(BATCH);
+    for item in items {
+        chunk.push(item?);
+        if chunk.len() >= BATCH {
+            put(wrap(std::mem::take(&mut chunk)))?;
+        }
+    }
+    put(wrap(chunk))
+}
+
+/// The latest version of every fact, with its slot. The live facts of a
+/// subject and predicate come together, and their slots are decided
+/// together (`slots::live_slots`).
+fn send_latest(
+    export: &Export<'_>,
+    put: &impl Fn(Load) -> Sent,
+    tenant_of: &impl Fn(&str) -> std::result::Result<i32, Unsent>,
+    cardinality: &impl Fn(i32, &str) -> Cardinality,
+) -> Sent {
     let mut chunk = Vec::with_capacity(BATCH);
     let mut pair: Vec<Fact> = Vec::new();
-    let flush_pair = |pair: &mut Vec<Fact>, chunk: &mut Vec<(i32, Fact, String)>| -> std::result::Result<(), Unsent> {
+    let flush_pair = |pair: &mut Vec<Fact>, chunk: &mut Vec<(i32, Fact, String)>| -> Sent {
         let Some(first) = pair.first() else { return Ok(()) };
         let t = tenant_of(&first.tenant)?;
         let slots = live_slots(pair, cardinality(t, &first.predicate))?;
@@ -155,60 +222,7 @@ fn send_all(export: &Export<'_>, send: &mpsc::Sender<Load>) -> std::result::Resu
         }
     }
     flush_pair(&mut pair, &mut chunk)?;
-    put(Load::Latest(chunk))?;
-
-    let mut last: HashMap<u32, (Tx, Millis)> = HashMap::new();
-    let mut chunk = Vec::with_capacity(BATCH);
-    for c in export.changes() {
-        let c = c?;
-        last.insert(c.tenant, (c.tx, c.entry.recorded_at));
-        chunk.push(c);
-        if chunk.len() >= BATCH {
-            put(Load::Changes(std::mem::take(&mut chunk)))?;
-        }
-    }
-    put(Load::Changes(chunk))?;
-
-    let mut sources = Vec::new();
-    for t in export.tenants() {
-        sources.extend(export.source_stats(t.id)?.into_iter().map(|(s, counts)| (t.id as i32, s, counts)));
-    }
-    put(Load::Sources(sources))?;
-
-    // A reply of a tenant that never committed (its first write was
-    // refused) needs a row of its own, numbered after the others.
-    let mut next_id = ids.values().copied().max().unwrap_or(0) + 1;
-    let mut chunk = Vec::with_capacity(BATCH);
-    for r in export.replies() {
-        let r = r?;
-        let id = match ids.get(&r.tenant) {
-            Some(id) => *id,
-            None => {
-                put(Load::Replies(std::mem::take(&mut chunk)))?;
-                let row = TenantRow { id: next_id, name: r.tenant.clone(), threshold: DEFAULT_THRESHOLD, stats: TenantStats::default() };
-                put(Load::Tenants(vec![row]))?;
-                ids.insert(r.tenant.clone(), next_id);
-                next_id += 1;
-                next_id - 1
-            }
-        };
-        chunk.push((id, r));
-        if chunk.len() >= BATCH {
-            put(Load::Replies(std::mem::take(&mut chunk)))?;
-        }
-    }
-    put(Load::Replies(chunk))?;
-
-    let mut chunk = Vec::with_capacity(BATCH);
-    for a in export.aux() {
-        chunk.push(a?);
-        if chunk.len() >= BATCH {
-            put(Load::Aux(std::mem::take(&mut chunk)))?;
-        }
-    }
-    put(Load::Aux(chunk))?;
-    let last = last.into_iter().map(|(t, (tx, at))| (t as i32, tx, at)).collect();
-    put(Load::Finish { clock: export.clock(), last })
+    put(Load::Latest(chunk))
 }
 /// The tables a restore fills, in the order it fills them.
 #[derive(Clone, Copy, PartialEq, Eq)]
