@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 /// The migrations, in order: version, name, SQL.
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "schema", include_str!("../../../migrations/postgres/0001_schema.sql")),
-    (2, "live facts", include_str!("../../../migrations/postgres/0002_live_facts.sql")),
+    (2, "write path indexes", include_str!("../../../migrations/postgres/0002_write_path.sql")),
 ];
 
 /// The newest schema version this build knows.
