@@ -154,7 +154,7 @@ static FACTS_BY_ID: LazyLock<String> = LazyLock::new(|| {
     )
 });
 const KNOWN_SUBJECTS: &str = "SELECT k.t, k.s FROM unnest($1::int[], $2::text[]) AS k(t, s)
-     WHERE EXISTS (SELECT 1 FROM facts WHERE tenant_id = k.t AND subject = k.s)";
+     CROSS JOIN LATERAL (SELECT 1 FROM facts WHERE tenant_id = k.t AND subject = k.s LIMIT 1) AS e";
 const PREDICATES: &str = "SELECT k.t, k.p, (SELECT cardinality FROM predicates WHERE tenant_id = k.t AND name = k.p),
             EXISTS (SELECT 1 FROM facts WHERE tenant_id = k.t AND predicate = k.p)
      FROM unnest($1::int[], $2::text[]) AS k(t, p)";
@@ -258,21 +258,18 @@ impl Group {
         let names: HashMap<i32, String> = self.tenants.values().map(|t| (t.id, t.name.clone())).collect();
         let (pt, ps, pp, pv) = unzip4(wants.pairs.iter().map(|((t, s, p), v)| (*t, s.as_str(), p.as_str(), *v)));
         let (it, ii): (Vec<i32>, Vec<Uuid>) = wants.ids.iter().copied().unzip();
-        let (st, ss): (Vec<i32>, Vec<&str>) = wants.subjects.iter().map(|(t, s)| (*t, s.as_str())).unzip();
         let (rt, rp): (Vec<i32>, Vec<&str>) = wants.predicates.iter().map(|(t, p)| (*t, p.as_str())).unzip();
         let (kt, kk): (Vec<i32>, Vec<&[u8]>) = wants.keys.iter().map(|(t, k)| (*t, k.as_slice())).unzip();
-        let (pair_params, id_params, subject_params, predicate_params, key_params) = (
+        let (pair_params, id_params, predicate_params, key_params) = (
             [&pt as &(dyn ToSql + Sync), &ps, &pp, &pv],
             [&it as &(dyn ToSql + Sync), &ii],
-            [&st as &(dyn ToSql + Sync), &ss],
             [&rt as &(dyn ToSql + Sync), &rp],
             [&kt as &(dyn ToSql + Sync), &kk],
         );
         // Sent together: the connection pipelines them, one wait for all.
-        let (by_pair, by_id, subjects, predicates, replies) = futures_util::try_join!(
+        let (by_pair, by_id, predicates, replies) = futures_util::try_join!(
             db.query_if(!pt.is_empty(), &PAIR_FACTS, &pair_params),
             db.query_if(!it.is_empty(), &FACTS_BY_ID, &id_params),
-            db.query_if(!st.is_empty(), KNOWN_SUBJECTS, &subject_params),
             db.query_if(!rt.is_empty(), PREDICATES, &predicate_params),
             db.query_if(!kt.is_empty(), REPLIES, &key_params),
         )?;
@@ -292,8 +289,17 @@ impl Group {
             let slot = row.get("slot");
             self.held.insert(fact.id, Held { tenant_id, fact, slot, written: false });
         }
-        for row in subjects {
-            self.known_subjects.insert((row.get(0), row.get(1)));
+        // A subject with a fact just read is known; only the others are
+        // asked after (none, when every write changes a value it has).
+        for h in self.held.values() {
+            self.known_subjects.insert((h.tenant_id, h.fact.subject.clone()));
+        }
+        let unknown: Vec<&(i32, String)> = wants.subjects.iter().filter(|k| !self.known_subjects.contains(*k)).collect();
+        if !unknown.is_empty() {
+            let (st, ss): (Vec<i32>, Vec<&str>) = unknown.iter().map(|(t, s)| (*t, s.as_str())).unzip();
+            for row in db.query(KNOWN_SUBJECTS, &[&st, &ss]).await? {
+                self.known_subjects.insert((row.get(0), row.get(1)));
+            }
         }
         for row in predicates {
             let (t, p): (i32, String) = (row.get(0), row.get(1));

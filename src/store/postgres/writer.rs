@@ -254,9 +254,14 @@ async fn apply_group(
     }
     group.flush(&db).await?;
     if last_tx > first_tx {
-        db.execute("UPDATE clock SET last_tx = $1, last_recorded_at = $2", &[&last_tx, &now]).await?;
-        // Wakes the other replicas' followers; the change table is the truth.
-        db.execute("SELECT pg_notify('tempora_changes', $1)", &[&last_tx.to_string()]).await?;
+        // The notice wakes the other replicas' followers; the change table
+        // is the truth. One statement with the clock's update.
+        db.query_one(
+            "WITH c AS (UPDATE clock SET last_tx = $1, last_recorded_at = $2 RETURNING last_tx)
+             SELECT pg_notify('tempora_changes', last_tx::text) FROM c",
+            &[&last_tx, &now],
+        )
+        .await?;
     }
     db.tx.commit().await?;
     Ok(answers)

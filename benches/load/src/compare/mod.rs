@@ -327,7 +327,8 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         let busy = measure::Activity::now().since(&before);
         let cpu = Cpu::now(s.kind(), &args).since(&cpu_before);
         let v = json!({"facts": args.size, "seconds": secs, "throughput_per_s": args.size as f64 / secs,
-            "cpu_cores": busy.cores, "disk_busy": busy.disk, "server_cpu_s": cpu.server, "tool_cpu_s": cpu.tool});
+            "cpu_cores": busy.cores, "disk_busy": busy.disk, "server_cpu_s": cpu.server, "tool_cpu_s": cpu.tool,
+            "database_cpu_s": cpu.database});
         run.record_settled(s.kind(), "w5", v).await?;
     }
     for w in [Workload::W0, Workload::W2, Workload::W4] {
@@ -484,6 +485,7 @@ async fn timed(system: &System, w: Workload, args: &CompareArgs) -> Result<Value
         "disk_busy": busy.disk,
         "server_cpu_s": cpu.server,
         "tool_cpu_s": cpu.tool,
+        "database_cpu_s": cpu.database,
     }))
 }
 
@@ -494,11 +496,18 @@ async fn timed(system: &System, w: Workload, args: &CompareArgs) -> Result<Value
 #[derive(Clone, Copy, Default)]
 struct Cpu {
     server: Option<f64>,
+    /// The database server's part (tempora-pg's PostgreSQL, the peer
+    /// itself): with replicas on machines of their own, what bounds writes.
+    database: Option<f64>,
     tool: Option<f64>,
 }
 
 impl Cpu {
     fn now(k: Kind, args: &CompareArgs) -> Cpu {
+        let database = match k {
+            Kind::TemporaPg | Kind::Postgres => measure::server_cpu_seconds(args.postgres_pid, Kind::Postgres.process()),
+            Kind::Tempora | Kind::Mariadb => None,
+        };
         let server = match k {
             // The replicas and the database server they keep their store on.
             Kind::TemporaPg => {
@@ -512,12 +521,16 @@ impl Cpu {
             }
             _ => measure::server_cpu_seconds(args.pid(k), k.process()),
         };
-        Cpu { server, tool: measure::own_cpu_seconds() }
+        Cpu { server, database, tool: measure::own_cpu_seconds() }
     }
 
     fn since(&self, earlier: &Cpu) -> Cpu {
         let diff = |a: Option<f64>, b: Option<f64>| Some(a? - b?);
-        Cpu { server: diff(self.server, earlier.server), tool: diff(self.tool, earlier.tool) }
+        Cpu {
+            server: diff(self.server, earlier.server),
+            database: diff(self.database, earlier.database),
+            tool: diff(self.tool, earlier.tool),
+        }
     }
 }
 
@@ -557,9 +570,9 @@ fn summarise(results: &[Value]) {
         Rounds::of(results.iter().filter(|r| r["system"] == system && r["workload"] == workload).collect())
     };
     println!(
-        "{:<8} {:<10} {:>12} {:>13} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10}",
+        "{:<8} {:<10} {:>12} {:>13} {:>9} {:>9} {:>8} {:>8} {:>14} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10}",
         "workload", "system", "per s", "range per s", "p50 ms", "p99 ms", "errors", "retries", "first/this",
-        "server us", "tool us", "settle s", "cores", "disk %", "cached MB"
+        "server us", "db us", "tool us", "settle s", "cores", "disk %", "cached MB"
     );
     // Ratios are against the run's first system (`--systems`).
     let first = results.first().and_then(|r| r["system"].as_str()).unwrap_or("tempora");
@@ -579,13 +592,14 @@ fn summarise(results: &[Value]) {
                 r[k].as_f64().filter(|_| ops > 0.0).map(|cpu| format!("{:.1}", cpu * 1e6 / ops))
             };
             println!(
-                "{w:<8} {s:<10} {tput:>12.0} {:>13} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10}",
+                "{w:<8} {s:<10} {tput:>12.0} {:>13} {:>9} {:>9} {:>8} {:>8} {ratio:>14} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>10}",
                 all.range(),
                 f("p50_ms"),
                 f("p99_ms"),
                 r["errors"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
                 r["retries"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
                 per_op("server_cpu_s").unwrap_or_else(|| "-".into()),
+                per_op("database_cpu_s").unwrap_or_else(|| "-".into()),
                 per_op("tool_cpu_s").unwrap_or_else(|| "-".into()),
                 settled.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
                 f("cpu_cores"),
