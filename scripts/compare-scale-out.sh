@@ -14,7 +14,8 @@
 # tables written to $OUT_DIR/scale-out-SIZE-rN.txt.
 #
 # Environment: OUT_DIR (default target/compare), REPLICAS, DURATION, WARMUP,
-# ROUNDS, CONNECTIONS (as scripts/compare.sh), PEERS_DIR (default
+# ROUNDS, CONNECTIONS (as scripts/compare.sh), SETTLE_MAX (longest wait
+# for a quiet machine before each step, default 300 s), PEERS_DIR (default
 # /tmp/tempora-peers), REPLICA_DIR (default /tmp/tempora-replicas).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,7 @@ DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
 ROUNDS=${ROUNDS:-3}
 CONNECTIONS=${CONNECTIONS:-16}
+SETTLE_MAX=${SETTLE_MAX:-300}
 PEERS_DIR=${PEERS_DIR:-/tmp/tempora-peers}
 REPLICA_DIR=${REPLICA_DIR:-/tmp/tempora-replicas}
 export PEERS_DIR PEERS=postgres
@@ -67,7 +69,7 @@ for size in "${SIZES[@]}"; do
         pg_pid=$(head -1 "$PEERS_DIR/postgres/data/postmaster.pid")
         "$BIN/tempora-load" compare --systems tempora-pg,postgres --size "$size" --connections "$CONNECTIONS" \
             --duration "$DURATION" --warmup "$WARMUP" --rounds "$ROUNDS" \
-            --tempora-pg-url "$(IFS=,; echo "${urls[*]}")" --tempora-pg-pid "$(IFS=,; echo "${pids[*]}")" \
+            --settle-max-secs "$SETTLE_MAX" --tempora-pg-url "$(IFS=,; echo "${urls[*]}")" --tempora-pg-pid "$(IFS=,; echo "${pids[*]}")" \
             --tempora-pg-store "host=127.0.0.1 port=$PG_PORT user=bench dbname=tempora" \
             --postgres-data "$PEERS_DIR/postgres/data" --postgres-pid "$pg_pid" \
             --out "$OUT_DIR/scale-out.jsonl" | tee "$OUT_DIR/scale-out-$size-r$n.txt"
