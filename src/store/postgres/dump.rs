@@ -50,9 +50,15 @@ pub(super) trait Store {
 
 /// Rows read per round trip.
 const PAGE: i32 = 1000;
+/// Change-log rows read per round trip: a row holds every event of its
+/// transaction (a batch of a thousand facts makes a thousand), and a page
+/// of a thousand such rows held 400 MB.
+const CHANGES_PAGE: i32 = 16;
 /// Items per message between the database task and the thread that
-/// builds or reads the engine store.
+/// builds or reads the engine store, and the most events of change-log
+/// entries one message holds.
 const BATCH: usize = 1000;
+const BATCH_EVENTS: usize = 8192;
 /// The page cache of a scratch store.
 const SCRATCH_CACHE: u64 = 64 << 20;
 
@@ -123,7 +129,7 @@ async fn read_tables(shared: &Shared, send: &mpsc::Sender<Result<Vec<Item>>>) ->
         .start()
         .await
         .map_err(db)?;
-    let mut out = Batches { send, items: Vec::with_capacity(BATCH) };
+    let mut out = Batches { send, items: Vec::with_capacity(BATCH), events: 0 };
     let clock = t.query_one("SELECT last_tx, last_recorded_at FROM clock", &[]).await.map_err(db)?;
     out.push(Item::Clock(Clock { last_tx: clock.get::<_, i64>(0) as Tx, last_recorded_at: clock.get(1) })).await?;
 
@@ -157,8 +163,9 @@ async fn read_tables(shared: &Shared, send: &mpsc::Sender<Result<Vec<Item>>>) ->
         out.push(Item::Predicate(r.get::<_, i32>(0) as u32, PredicateInfo { name: r.get(1), cardinality })).await?;
     }
     let versions = format!("SELECT tenant_id, {COLUMNS} FROM fact_versions");
-    each_row(&t, &versions, &mut out, |r| Ok(Item::Version(rows::fact(&name(r.get(0))?, r)?))).await?;
-    each_row(&t, "SELECT tenant_id, tx, recorded_at, events FROM changes", &mut out, |r| {
+    each_row(&t, &versions, PAGE, &mut out, |r| Ok(Item::Version(rows::fact(&name(r.get(0))?, r)?))).await?;
+    let changes = "SELECT tenant_id, tx, recorded_at, events FROM changes";
+    each_row(&t, changes, CHANGES_PAGE, &mut out, |r| {
         let tenant: i32 = r.get(0);
         name(tenant)?;
         let events = serde_json::from_value(r.get(3))
@@ -168,28 +175,29 @@ async fn read_tables(shared: &Shared, send: &mpsc::Sender<Result<Vec<Item>>>) ->
     })
     .await?;
     let replies = "SELECT t.name, i.key, i.reply FROM idempotency i JOIN tenants t ON t.id = i.tenant_id";
-    each_row(&t, replies, &mut out, |r| Ok(Item::Reply(Reply { tenant: r.get(0), key: r.get(1), reply: r.get(2) })))
+    each_row(&t, replies, PAGE, &mut out, |r| Ok(Item::Reply(Reply { tenant: r.get(0), key: r.get(1), reply: r.get(2) })))
         .await?;
-    each_row(&t, "SELECT key, value FROM aux", &mut out, |r| Ok(Item::Aux(r.get(0), r.get(1)))).await?;
+    each_row(&t, "SELECT key, value FROM aux", PAGE, &mut out, |r| Ok(Item::Aux(r.get(0), r.get(1)))).await?;
     out.push(Item::End).await?;
     out.flush().await?;
     t.commit().await.map_err(db)
 }
 
-/// Runs `sql` through a portal, a page at a time, handing each row to `item`.
+/// Runs `sql` through a portal, `page` rows at a time, handing each row to `item`.
 async fn each_row(
     t: &tokio_postgres::Transaction<'_>,
     sql: &str,
+    page: i32,
     out: &mut Batches<'_>,
     mut item: impl FnMut(&tokio_postgres::Row) -> Result<Item>,
 ) -> Result<()> {
     let portal = t.bind(sql, &[]).await.map_err(db)?;
     loop {
-        let page = t.query_portal(&portal, PAGE).await.map_err(db)?;
-        for r in &page {
+        let rows = t.query_portal(&portal, page).await.map_err(db)?;
+        for r in &rows {
             out.push(item(r)?).await?;
         }
-        if page.len() < PAGE as usize {
+        if rows.len() < page as usize {
             return Ok(());
         }
     }
@@ -199,18 +207,24 @@ async fn each_row(
 struct Batches<'a> {
     send: &'a mpsc::Sender<Result<Vec<Item>>>,
     items: Vec<Item>,
+    /// Change-log events in `items`.
+    events: usize,
 }
 
 impl Batches<'_> {
     async fn push(&mut self, item: Item) -> Result<()> {
+        if let Item::Change(c) = &item {
+            self.events += c.entry.events.len();
+        }
         self.items.push(item);
-        if self.items.len() >= BATCH {
+        if self.items.len() >= BATCH || self.events >= BATCH_EVENTS {
             self.flush().await?;
         }
         Ok(())
     }
 
     async fn flush(&mut self) -> Result<()> {
+        self.events = 0;
         let batch = std::mem::replace(&mut self.items, Vec::with_capacity(BATCH));
         // The receiving thread stops taking batches only when it failed; it reports why.
         self.send.send(Ok(batch)).await.map_err(|_| EngineError::Closed("the backup was abandoned".into()))

@@ -5,7 +5,7 @@
 //! need, and commits once all of it is there.
 
 use super::slots::{base_slot, live_slots};
-use super::{file, scratch_config, Scratch, Store, BATCH};
+use super::{file, scratch_config, Scratch, Store, BATCH, BATCH_EVENTS};
 use crate::store::postgres::rows::{self, FactParams, COLUMNS};
 use crate::store::postgres::shared::{db, Shared};
 use crate::store::embedded::Engine;
@@ -121,7 +121,7 @@ fn send_all(export: &Export<'_>, send: &mpsc::Sender<Load>) -> std::result::Resu
         let f = f?;
         Ok((tenant_of(&f.tenant)?, f))
     });
-    in_batches(&put, versions, Load::Versions)?;
+    in_batches(&put, versions, |_| 1, Load::Versions)?;
     let cardinality = |t: i32, p: &str| cardinalities.get(&(t, p.to_string())).copied().unwrap_or_default();
     send_latest(export, &put, &tenant_of, &cardinality)?;
 
@@ -131,7 +131,7 @@ fn send_all(export: &Export<'_>, send: &mpsc::Sender<Load>) -> std::result::Resu
         last.insert(c.tenant, (c.tx, c.entry.recorded_at));
         Ok(c)
     });
-    in_batches(&put, changes, Load::Changes)?;
+    in_batches(&put, changes, |c| c.entry.events.len(), Load::Changes)?;
 
     let mut sources = Vec::new();
     for t in export.tenants() {
@@ -163,24 +163,29 @@ fn send_all(export: &Export<'_>, send: &mpsc::Sender<Load>) -> std::result::Resu
     }
     put(Load::Replies(chunk))?;
 
-    in_batches(&put, export.aux().map(|a| Ok(a?)), Load::Aux)?;
+    in_batches(&put, export.aux().map(|a| Ok(a?)), |_| 1, Load::Aux)?;
     let last = last.into_iter().map(|(t, (tx, at))| (t as i32, tx, at)).collect();
     put(Load::Finish { clock: export.clock(), last })
 }
 
 type Sent = std::result::Result<(), Unsent>;
 
-/// `items`, sent as `wrap`ped messages of up to [`BATCH`] each.
+/// `items`, sent as `wrap`ped messages of up to [`BATCH`] items, or of
+/// items whose `weight` (change-log events) adds up to [`BATCH_EVENTS`].
 fn in_batches<T>(
     put: &impl Fn(Load) -> Sent,
     items: impl Iterator<Item = std::result::Result<T, Unsent>>,
+    weight: fn(&T) -> usize,
     wrap: fn(Vec<T>) -> Load,
 ) -> Sent {
-    let mut chunk = Vec::with_capacity(BATCH);
+    let (mut chunk, mut weighs) = (Vec::with_capacity(BATCH), 0);
     for item in items {
-        chunk.push(item?);
-        if chunk.len() >= BATCH {
+        let item = item?;
+        weighs += weight(&item);
+        chunk.push(item);
+        if chunk.len() >= BATCH || weighs >= BATCH_EVENTS {
             put(wrap(std::mem::take(&mut chunk)))?;
+            weighs = 0;
         }
     }
     put(wrap(chunk))
