@@ -13,7 +13,7 @@
 //! element (`LATERAL`), so the planner never trades the indexes for a scan.
 
 use super::rows::{self, db_tx, json_text, COLUMNS};
-use super::writer::Db;
+use super::statements::Db;
 use crate::store::{Cardinality, EngineError, Fact, FactId, Millis, Status, Tx, WriteOp, DEFAULT_THRESHOLD};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -83,7 +83,7 @@ pub struct Held {
 
 /// How to take back one change to the held state.
 enum Undo {
-    Held(FactId, Option<Held>),
+    Held(FactId, Option<Box<Held>>),
     Pushed(Pair),
     Subject(i32, String),
     Predicate(i32, String),
@@ -118,6 +118,10 @@ pub struct Group {
     predicate_sets: Vec<(i32, String, Cardinality)>,
     undo: Vec<Undo>,
 }
+
+/// A write as [`Group::load`] sees it: its tenant, its operations and its
+/// idempotency key.
+pub type JobWants<'a> = (&'a str, &'a [WriteOp], Option<&'a [u8]>);
 
 /// What the group's writes will ask about, gathered before any is applied.
 #[derive(Default)]
@@ -190,7 +194,7 @@ static UPSERT_LATEST: LazyLock<String> = LazyLock::new(|| {
 impl Group {
     /// Reads what the writes of `jobs` (tenant, ops, idempotency key) will
     /// need; `now` stands in for a missing `valid_from`.
-    pub async fn load(db: &Db<'_>, jobs: Vec<(&str, &[WriteOp], Option<&[u8]>)>, now: Millis) -> Result<Group, Loaded> {
+    pub async fn load(db: &Db<'_>, jobs: Vec<JobWants<'_>>, now: Millis) -> Result<Group, Loaded> {
         let mut g = Group::default();
         g.load_tenants(db, jobs.iter().map(|j| j.0).filter(|t| !t.is_empty())).await?;
         let mut wants = Wants::default();
@@ -343,7 +347,7 @@ impl Group {
         while self.undo.len() > mark.undo {
             match self.undo.pop().expect("longer than the mark") {
                 Undo::Held(id, Some(h)) => {
-                    self.held.insert(id, h);
+                    self.held.insert(id, *h);
                 }
                 Undo::Held(id, None) => {
                     self.held.remove(&id);
@@ -407,7 +411,7 @@ impl Group {
                 self.undo.push(Undo::Pushed(pair));
             }
         }
-        self.undo.push(Undo::Held(f.id, before));
+        self.undo.push(Undo::Held(f.id, before.map(Box::new)));
         self.versions.push((tenant_id, f));
     }
 

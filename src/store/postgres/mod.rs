@@ -24,6 +24,7 @@ pub mod read;
 pub mod rows;
 pub mod schema;
 mod shared;
+mod statements;
 mod tls;
 pub mod writer;
 
