@@ -50,14 +50,17 @@ for check in check_hotkey check_w1; do
     echo "$line" | grep -q "duplicate_active=0 inverted=0 overlapping=0" || { echo "failed: $line" >&2; exit 1; }
 done
 # Each timed step says what it cost per request in CPU: the server's
-# processes ("server us", 10th column) and the load tool's ("tool us", 11th).
+# processes ("server us", 10th column) and the load tool's ("tool us", 12th;
+# the 11th, "db us", is a database server's part, "-" for the embedded store).
 positive='^[0-9]+\.[0-9]$'
 for w in w0 w2 w4 w1 w3; do
     line=$(grep "^$w  *tempora " "$work/summary.txt") || { echo "missing $w" >&2; exit 1; }
     server_us=$(echo "$line" | awk '{print $10}')
-    tool_us=$(echo "$line" | awk '{print $11}')
+    db_us=$(echo "$line" | awk '{print $11}')
+    tool_us=$(echo "$line" | awk '{print $12}')
     [[ "$server_us" =~ $positive && "$server_us" != 0.0 ]] || { echo "no server CPU per request: $line" >&2; exit 1; }
     [[ "$tool_us" =~ $positive && "$tool_us" != 0.0 ]] || { echo "no tool CPU per request: $line" >&2; exit 1; }
+    [ "$db_us" = - ] || { echo "a database's CPU for the embedded store: $line" >&2; exit 1; }
 done
 
 # The reads again on the store the run left, as when comparing builds of the
