@@ -53,8 +53,8 @@ use tempora::store::{
 /// The store under test.
 type Store = Arc<dyn MemoryStore>;
 
-/// One write, waited for.
-fn write(store: &Store, tenant: &str, ops: Vec<WriteOp>) -> Result<WriteOutcome, EngineError> {
+/// One write, waited for (what the service does; the semantics cases use it too).
+pub(crate) fn write(store: &Store, tenant: &str, ops: Vec<WriteOp>) -> Result<WriteOutcome, EngineError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     store.write_then(tenant, ops, None, Box::new(move |r| {
         let _ = tx.send(r);

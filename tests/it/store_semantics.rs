@@ -153,15 +153,7 @@ impl S {
 
     /// One write transaction, waited for: what the service does.
     fn write(&self, tenant: &str, ops: Vec<WriteOp>) -> Result<WriteOutcome, EngineError> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.store.write_then(tenant, ops, None, Box::new(move |r| {
-            let _ = tx.send(r);
-        }))?;
-        match rx.recv().expect("the store answers every write") {
-            Ok(Ok(outcome)) => Ok(outcome),
-            Ok(Err(_)) => panic!("a replay without an idempotency key"),
-            Err(e) => Err(e),
-        }
+        crate::store_model::write(&self.store, tenant, ops)
     }
 
     fn assert(&self, tenant: &str, input: FactInput) -> Result<Asserted, EngineError> {
