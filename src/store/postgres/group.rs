@@ -13,12 +13,13 @@
 //! element (`LATERAL`), so the planner never trades the indexes for a scan.
 
 use super::rows::{self, db_tx, json_text, COLUMNS};
-use super::statements::Db;
+use super::statements::{Batch, Db, Param};
 use crate::store::{Cardinality, EngineError, Fact, FactId, Millis, Status, Tx, WriteOp, DEFAULT_THRESHOLD};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 /// A subject and predicate of a tenant: the unit of the takeover rules.
@@ -160,6 +161,8 @@ static FACTS_BY_ID: LazyLock<String> = LazyLock::new(|| {
 /// (Not a `LATERAL ... LIMIT 1`: on a table not yet analyzed the planner
 /// takes a sequential scan that stops at the first match for cheap, and for
 /// a subject with no fact it reads the whole table.)
+/// The group's tenants by name (`$1`, `text[]`).
+pub const FIND_TENANTS: &str = "SELECT id, name, threshold FROM tenants WHERE name = ANY($1)";
 const KNOWN_SUBJECTS: &str = "SELECT k.t, k.s FROM unnest($1::int[], $2::text[]) AS k(t, s)
      WHERE EXISTS (SELECT 1 FROM facts WHERE tenant_id = k.t AND subject = k.s)";
 const PREDICATES: &str = "SELECT k.t, k.p, (SELECT cardinality FROM predicates WHERE tenant_id = k.t AND name = k.p),
@@ -194,9 +197,11 @@ static UPSERT_LATEST: LazyLock<String> = LazyLock::new(|| {
 impl Group {
     /// Reads what the writes of `jobs` (tenant, ops, idempotency key) will
     /// need; `now` stands in for a missing `valid_from`.
-    pub async fn load(db: &Db<'_>, jobs: Vec<JobWants<'_>>, now: Millis) -> Result<Group, Loaded> {
+    /// `tenants` are the rows of [`FIND_TENANTS`] for the group's tenants,
+    /// read with the clock (see the writer).
+    pub async fn load(db: &Db<'_>, jobs: Vec<JobWants<'_>>, now: Millis, tenants: Vec<Row>) -> Result<Group, Loaded> {
         let mut g = Group::default();
-        g.load_tenants(db, jobs.iter().map(|j| j.0).filter(|t| !t.is_empty())).await?;
+        g.load_tenants(db, jobs.iter().map(|j| j.0).filter(|t| !t.is_empty()), tenants).await?;
         let mut wants = Wants::default();
         for (tenant, ops, key) in jobs {
             let Some(t) = g.tenants.get(tenant) else { continue };
@@ -224,13 +229,16 @@ impl Group {
     }
 
     /// The tenants' rows, made for tenants writing for the first time.
-    async fn load_tenants(&mut self, db: &Db<'_>, names: impl Iterator<Item = &str>) -> Result<(), Loaded> {
+    async fn load_tenants(
+        &mut self,
+        db: &Db<'_>,
+        names: impl Iterator<Item = &str>,
+        mut found: Vec<Row>,
+    ) -> Result<(), Loaded> {
         let names: Vec<&str> = names.collect::<HashSet<_>>().into_iter().collect();
         if names.is_empty() {
             return Ok(());
         }
-        const FIND: &str = "SELECT id, name, threshold FROM tenants WHERE name = ANY($1)";
-        let mut found = db.query(FIND, &[&names]).await?;
         if found.len() < names.len() {
             // Only the missing ones are inserted: an insert that meets a
             // conflict still spends a value of the identity sequence.
@@ -241,7 +249,7 @@ impl Group {
                 &[&missing, &DEFAULT_THRESHOLD],
             )
             .await?;
-            found = db.query(FIND, &[&names]).await?;
+            found = db.query(FIND_TENANTS, &[&names]).await?;
         }
         for row in found {
             let name: String = row.get(1);
@@ -445,8 +453,10 @@ impl Group {
         self.new_replies.push((tenant_id, key, reply, tx));
     }
 
-    /// Writes back what the group did, in the transaction it read in.
-    pub async fn flush(self, db: &Db<'_>) -> Result<(), tokio_postgres::Error> {
+    /// What writes back what the group did, in the transaction it read in,
+    /// as statements to send together.
+    pub fn flush(self) -> Batch {
+        let mut batch = Batch::default();
         // A write may close a fact an earlier op of the same write made:
         // the version at that tx is then the last one written.
         let mut versions: HashMap<(i32, FactId, Tx), usize> = HashMap::new();
@@ -455,9 +465,10 @@ impl Group {
         }
         let mut order: Vec<usize> = versions.into_values().collect();
         order.sort_unstable();
+        // Versions before the latest rows, which refer to them.
         if !order.is_empty() {
             let cols = FactColumns::of(order.iter().map(|i| (self.versions[*i].0, &self.versions[*i].1, "")));
-            db.execute(&INSERT_VERSIONS, &cols.params()).await?;
+            batch.push(INSERT_VERSIONS.as_str(), cols.into_params());
         }
         // Closed facts first: an active fact may take a slot over time only
         // another's closing frees.
@@ -466,46 +477,43 @@ impl Group {
             let part: Vec<&&Held> = latest.iter().filter(|h| (h.fact.status == Status::Active) == active).collect();
             if !part.is_empty() {
                 let cols = FactColumns::of(part.iter().map(|h| (h.tenant_id, &h.fact, h.slot.as_str())));
-                db.execute(&UPSERT_LATEST, &cols.params()).await?;
+                batch.push(UPSERT_LATEST.as_str(), cols.into_params());
             }
         }
         if !self.changes.is_empty() {
             let (t, x, at, ev) = unzip4(self.changes.into_iter());
-            db.execute(
+            batch.push(
                 "INSERT INTO changes (tenant_id, tx, recorded_at, events)
                  SELECT * FROM unnest($1::int[], $2::int8[], $3::int8[], $4::jsonb[])",
-                &[&t, &x, &at, &ev],
-            )
-            .await?;
+                vec![Box::new(t), Box::new(x), Box::new(at), Box::new(ev)],
+            );
         }
         if !self.new_replies.is_empty() {
             let (t, k, r, x) = unzip4(self.new_replies.into_iter());
-            db.execute(
+            batch.push(
                 "INSERT INTO idempotency (tenant_id, key, reply, tx)
                  SELECT * FROM unnest($1::int[], $2::bytea[], $3::bytea[], $4::int8[])",
-                &[&t, &k, &r, &x],
-            )
-            .await?;
+                vec![Box::new(t), Box::new(k), Box::new(r), Box::new(x)],
+            );
         }
         if !self.predicate_sets.is_empty() {
             let mut last: HashMap<(i32, String), Cardinality> = HashMap::new();
             for (t, p, c) in self.predicate_sets {
                 last.insert((t, p), c);
             }
-            let (t, p, c): (Vec<i32>, Vec<String>, Vec<&str>) =
+            let (t, p, c): (Vec<i32>, Vec<String>, Vec<&'static str>) =
                 unzip3(last.into_iter().map(|((t, p), c)| (t, p, c.as_str())));
-            db.execute(
+            batch.push(
                 "INSERT INTO predicates (tenant_id, name, cardinality)
                  SELECT * FROM unnest($1::int[], $2::text[], $3::text[])
                  ON CONFLICT (tenant_id, name) DO UPDATE SET cardinality = EXCLUDED.cardinality",
-                &[&t, &p, &c],
-            )
-            .await?;
+                vec![Box::new(t), Box::new(p), Box::new(c)],
+            );
         }
-        for state in self.tenants.values() {
-            save_tenant(db, state).await?;
+        for state in self.tenants.into_values() {
+            save_tenant(&mut batch, state);
         }
-        Ok(())
+        batch
     }
 }
 
@@ -527,55 +535,51 @@ impl From<EngineError> for Loaded {
     }
 }
 
-async fn save_tenant(db: &Db<'_>, s: &TenantState) -> Result<(), tokio_postgres::Error> {
+fn save_tenant(batch: &mut Batch, s: TenantState) {
     let (last_tx, last_at) = match s.last_tx {
         Some((t, at)) => (Some(db_tx(t)), Some(at)),
         None => (None, None),
     };
-    db.execute(
+    batch.push(
         "UPDATE tenants SET threshold = $2,
              last_tx = coalesce($3, last_tx), last_recorded_at = coalesce($4, last_recorded_at),
              active = active + $5, candidate = candidate + $6, superseded = superseded + $7,
              retracted = retracted + $8, subjects = subjects + $9, predicate_count = predicate_count + $10
          WHERE id = $1",
-        &[
-            &s.id,
-            &s.threshold,
-            &last_tx,
-            &last_at,
-            &s.counts[0],
-            &s.counts[1],
-            &s.counts[2],
-            &s.counts[3],
-            &s.subjects,
-            &s.predicates,
+        vec![
+            Box::new(s.id),
+            Box::new(s.threshold),
+            Box::new(last_tx),
+            Box::new(last_at),
+            Box::new(s.counts[0]),
+            Box::new(s.counts[1]),
+            Box::new(s.counts[2]),
+            Box::new(s.counts[3]),
+            Box::new(s.subjects),
+            Box::new(s.predicates),
         ],
-    )
-    .await?;
-    let moved: Vec<(&String, &[i64; 4])> = s.sources.iter().filter(|(_, c)| c.iter().any(|n| *n != 0)).collect();
+    );
+    let moved: Vec<(String, [i64; 4])> = s.sources.into_iter().filter(|(_, c)| c.iter().any(|n| *n != 0)).collect();
     if moved.is_empty() {
-        return Ok(());
+        return;
     }
-    let names: Vec<&str> = moved.iter().map(|(s, _)| s.as_str()).collect();
+    let names: Vec<String> = moved.iter().map(|(s, _)| s.clone()).collect();
     let col = |i: usize| moved.iter().map(|(_, c)| c[i]).collect::<Vec<i64>>();
     let (a, c, sup, r) = (col(0), col(1), col(2), col(3));
     // The rows first, then the deltas: a delta may be negative, which an
     // inserted row's checks would refuse.
-    db.execute(
+    batch.push(
         "INSERT INTO source_stats (tenant_id, source) SELECT $1, unnest($2::text[])
          ON CONFLICT (tenant_id, source) DO NOTHING",
-        &[&s.id, &names],
-    )
-    .await?;
-    db.execute(
+        vec![Box::new(s.id), Box::new(names.clone())],
+    );
+    batch.push(
         "UPDATE source_stats s SET active = s.active + d.a, candidate = s.candidate + d.c,
              superseded = s.superseded + d.s, retracted = s.retracted + d.r
          FROM unnest($2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[]) AS d(source, a, c, s, r)
          WHERE s.tenant_id = $1 AND s.source = d.source",
-        &[&s.id, &names, &a, &c, &sup, &r],
-    )
-    .await?;
-    Ok(())
+        vec![Box::new(s.id), Box::new(names), Box::new(a), Box::new(c), Box::new(sup), Box::new(r)],
+    );
 }
 
 /// Fact versions as one array per column, for [`UNNEST_FACTS`].
@@ -658,28 +662,28 @@ impl FactColumns {
     }
 
     /// `$1..$20` of [`UNNEST_FACTS`].
-    fn params(&self) -> [&(dyn ToSql + Sync); 20] {
-        [
-            &self.tenant,
-            &self.id,
-            &self.tx,
-            &self.subject,
-            &self.predicate,
-            &self.object,
-            &self.confidence,
-            &self.source,
-            &self.properties,
-            &self.valid_from,
-            &self.valid_until,
-            &self.recorded_at,
-            &self.status,
-            &self.created_tx,
-            &self.created_at,
-            &self.supersedes,
-            &self.superseded_by,
-            &self.continues,
-            &self.continued_by,
-            &self.slot,
+    fn into_params(self) -> Vec<Param> {
+        vec![
+            Box::new(self.tenant),
+            Box::new(self.id),
+            Box::new(self.tx),
+            Box::new(self.subject),
+            Box::new(self.predicate),
+            Box::new(self.object),
+            Box::new(self.confidence),
+            Box::new(self.source),
+            Box::new(self.properties),
+            Box::new(self.valid_from),
+            Box::new(self.valid_until),
+            Box::new(self.recorded_at),
+            Box::new(self.status),
+            Box::new(self.created_tx),
+            Box::new(self.created_at),
+            Box::new(self.supersedes),
+            Box::new(self.superseded_by),
+            Box::new(self.continues),
+            Box::new(self.continued_by),
+            Box::new(self.slot),
         ]
     }
 }

@@ -12,8 +12,8 @@
 //! (`tempora_storage::takeover`); this module only applies its decisions.
 //! Nobody is answered before the commit that covers their write.
 
-use super::group::{Group, Loaded};
-use super::statements::{Db, Prepared};
+use super::group::{Group, Loaded, FIND_TENANTS};
+use super::statements::{Around, Batch, Db, Prepared};
 use super::rows::json_text;
 use super::shared::{again, unreachable_error, Shared};
 use crate::store::{
@@ -90,9 +90,9 @@ async fn commit_group(shared: &Shared, conn: &mut Option<(Client, Prepared)>, mu
             // group is acknowledged. A broken connection is made anew next time.
             let e = unreachable_error(&e);
             shared.health.down(&e);
-            if client.is_closed() {
-                *conn = None;
-            }
+            // The connection may be inside the group's transaction: made
+            // anew, which ends it.
+            *conn = None;
             return fail_all(jobs, &e);
         }
         Err(_) => {
@@ -130,20 +130,35 @@ fn fail_all(jobs: Vec<Job>, e: &StorageError) {
     }
 }
 
-/// Applies the group in one transaction and commits it.
+/// Applies the group in one transaction and commits it. The group waits on
+/// the database three times: for the clock and the tenants, for the rows
+/// its writes need, and for the writes and the commit.
 async fn apply_group(
     client: &mut Client,
     prepared: &Prepared,
     jobs: &mut [Job],
 ) -> Result<Vec<Answer>, tokio_postgres::Error> {
-    let db = Db { tx: client.transaction().await?, prepared };
+    let db = Db { client, prepared };
     // The store's clock, locked until the commit: groups of every replica
     // take tx numbers and commit one after another. Record time is read
-    // only once the lock is held, so no group can commit a time a reader
-    // has already looked past.
-    let clock = db.query_one("SELECT last_tx, last_recorded_at FROM clock FOR UPDATE", &[]).await?;
+    // by the statement after the lock's, so only once the lock is held: no
+    // group can commit a time a reader has already looked past.
+    let names: Vec<String> = {
+        let set: std::collections::HashSet<&str> = jobs.iter().map(|j| j.tenant.as_str()).filter(|t| !t.is_empty()).collect();
+        set.into_iter().map(str::to_string).collect()
+    };
+    let mut start = Batch::default();
+    let clock = start.push("SELECT last_tx, last_recorded_at FROM clock FOR UPDATE", vec![]);
+    let now = start.push("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", vec![]);
+    let tenants = start.push(FIND_TENANTS, vec![Box::new(names)]);
+    let mut rows = db.send(Around::Begin, start).await?;
+    let tenants = std::mem::take(&mut rows[tenants]);
+    let (Some(clock), Some(now)) = (rows[clock].first(), rows[now].first()) else {
+        db.rollback().await?;
+        return Ok(corrupt_all(jobs, "the store's clock row is missing".into()));
+    };
     let (first_tx, last_at): (i64, i64) = (clock.get(0), clock.get(1));
-    let now: i64 = db.query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[]).await?.get(0);
+    let now: i64 = now.get(0);
     // Record time never goes back, whatever the database's clock does.
     let now = now.max(last_at);
 
@@ -151,17 +166,14 @@ async fn apply_group(
         .iter()
         .map(|j| (j.tenant.as_str(), j.ops.as_slice(), j.idempotency.as_ref().map(|i| i.key.as_slice())))
         .collect();
-    let mut group = match Group::load(&db, wants, now).await {
+    let mut group = match Group::load(&db, wants, now, tenants).await {
         Ok(g) => g,
         Err(Loaded::Database(e)) => return Err(e),
         // A row that does not read back: every write of the group is
         // answered with it, and nothing is written.
         Err(Loaded::Corrupt(e)) => {
-            let e = e.to_string();
-            let answers =
-                jobs.iter().map(|_| Answer::Done(Err(EngineError::Storage(StorageError::Corrupt(e.clone()))))).collect();
-            db.tx.rollback().await?;
-            return Ok(answers);
+            db.rollback().await?;
+            return Ok(corrupt_all(jobs, e.to_string()));
         }
     };
     let mut last_tx = first_tx;
@@ -199,19 +211,24 @@ async fn apply_group(
         }
         answers.push(Answer::Done(result));
     }
-    group.flush(&db).await?;
+    let mut writes = group.flush();
     if last_tx > first_tx {
         // The notice wakes the other replicas' followers; the change table
         // is the truth. One statement with the clock's update.
-        db.query_one(
+        writes.push(
             "WITH c AS (UPDATE clock SET last_tx = $1, last_recorded_at = $2 RETURNING last_tx)
              SELECT pg_notify('tempora_changes', last_tx::text) FROM c",
-            &[&last_tx, &now],
-        )
-        .await?;
+            vec![Box::new(last_tx), Box::new(now)],
+        );
     }
-    db.tx.commit().await?;
+    db.send(Around::Commit, writes).await?;
     Ok(answers)
+}
+
+/// Every write of a group answered with a store that does not read back;
+/// nothing is written.
+fn corrupt_all(jobs: &[Job], e: String) -> Vec<Answer> {
+    jobs.iter().map(|_| Answer::Done(Err(EngineError::Storage(StorageError::Corrupt(e.clone()))))).collect()
 }
 
 /// Applies one write (one tx) of `tenant` to the group.
