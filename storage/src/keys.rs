@@ -219,6 +219,11 @@ pub fn os_prefix(t: TenantId, object: &Value, predicate: Option<&str>) -> Vec<u8
         None => k.finish(),
     }
 }
+/// The `idx_os` keys of one object, predicate and subject (each component
+/// is terminated, so the prefix holds exactly those).
+pub fn os_prefix_of(t: TenantId, object: &Value, predicate: &str, subject: &str) -> Vec<u8> {
+    KeyBuf::new().u32(t).bytes(&object_key(object)).str(predicate).str(subject).finish()
+}
 /// (subject, predicate, id) from an `idx_os` key.
 pub fn decode_os(key: &[u8]) -> Result<(String, String, FactId), StorageError> {
     let mut r = KeyReader::new(key);

@@ -531,6 +531,40 @@ fn many_lets_values_coexist_and_reasserting_a_value_supersedes_its_older_copy(ki
     });
 }
 
+/// Under `many` a store looks only at the facts of the value asserted (an
+/// assert must not cost more on a subject with many values); a write that
+/// makes the predicate `one` first must still see every value it takes over.
+fn a_write_that_makes_many_one_takes_over_every_value(kind: Kind) {
+    let e = S::open(kind);
+    e.set_cardinality(TENANT, "likes", Cardinality::Many).unwrap();
+    let likes = |what: &str, from: i64| FactInput::new(SARAH, "likes", what).valid_from(from);
+    let tea = e.assert(TENANT, likes("tea", T2020)).unwrap();
+    let jazz = e.assert(TENANT, likes("jazz", T2021)).unwrap();
+    // A value of the many predicate reasserted: only its own copy is closed.
+    let tea2 = e.assert(TENANT, likes("tea", T2022)).unwrap();
+    assert_eq!(ids(&tea2.superseded), vec![tea.fact.id]);
+    assert_eq!(latest(&e, jazz.fact.id).status, Status::Active);
+
+    let out = e
+        .write(
+            TENANT,
+            vec![
+                WriteOp::SetCardinality { predicate: "likes".into(), cardinality: Cardinality::One },
+                WriteOp::Assert(likes("chess", T2023)),
+            ],
+        )
+        .unwrap();
+    let [OpOutcome::CardinalitySet(_), OpOutcome::Asserted(chess)] = &out.outcomes[..] else {
+        panic!("answered {:?}", out.outcomes)
+    };
+    assert_eq!(
+        ids(&chess.superseded),
+        ids(&[jazz.fact.clone(), tea2.fact.clone()]),
+        "under one, the new value takes over every value the pair held"
+    );
+    assert_eq!(objects(&query(&e, TENANT, about(SARAH))), vec![json!("chess")]);
+}
+
 fn strict_rejects_a_conflicting_value_and_writes_nothing(kind: Kind) {
     let e = S::open(kind);
     e.set_cardinality(TENANT, "born_in", Cardinality::Strict).unwrap();
@@ -1008,6 +1042,7 @@ on_both_stores! {
     candidates_supersede_nothing_and_are_never_superseded,
     the_candidate_threshold_is_set_per_tenant,
     many_lets_values_coexist_and_reasserting_a_value_supersedes_its_older_copy,
+    a_write_that_makes_many_one_takes_over_every_value,
     strict_rejects_a_conflicting_value_and_writes_nothing,
     a_batch_is_one_transaction_and_later_inputs_see_earlier_ones,
     a_batch_with_one_invalid_input_writes_nothing,

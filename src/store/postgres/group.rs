@@ -127,20 +127,41 @@ pub type JobWants<'a> = (&'a str, &'a [WriteOp], Option<&'a [u8]>);
 /// What the group's writes will ask about, gathered before any is applied.
 #[derive(Default)]
 struct Wants {
-    /// Per pair, the earliest `valid_from` asserted on it.
-    pairs: HashMap<Pair, Millis>,
+    /// Per pair, the earliest `valid_from` asserted on it and the objects
+    /// asserted (as stored text).
+    pairs: HashMap<Pair, (Millis, HashSet<String>)>,
+    /// Predicates whose cardinality the group sets: their pairs are read
+    /// whole, whatever the cardinality stored.
+    reset: HashSet<(i32, String)>,
     ids: HashSet<(i32, FactId)>,
     subjects: HashSet<(i32, String)>,
     predicates: HashSet<(i32, String)>,
     keys: HashSet<(i32, Vec<u8>)>,
 }
 
+/// The facts an assert on a pair may take over: the live ones, and the
+/// superseded ones still valid after the earliest `valid_from` asserted.
+/// Under `many` only facts of the same object can be taken over, and those
+/// are read through `facts_live_values` (`m.by_object`, a filter PostgreSQL
+/// evaluates once per row of `k`, picks the branch), so an assert on a
+/// subject with a hundred thousand values reads what one with ten does.
 static PAIR_FACTS: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT k.t AS tenant_id, f.* FROM unnest($1::int[], $2::text[], $3::text[], $4::int8[]) AS k(t, s, p, v)
+        "SELECT k.t AS tenant_id, f.* FROM unnest($1::int[], $2::text[], $3::text[], $4::int8[], $5::text[])
+              AS k(t, s, p, v, o)
+         CROSS JOIN LATERAL (
+             SELECT k.o IS NOT NULL AND EXISTS (
+                 SELECT 1 FROM predicates WHERE tenant_id = k.t AND name = k.p AND cardinality = 'many'
+             ) AS by_object
+         ) AS m
          CROSS JOIN LATERAL (
              SELECT {COLUMNS}, slot FROM facts
               WHERE tenant_id = k.t AND subject = k.s AND predicate = k.p AND status IN ('active', 'candidate')
+                AND NOT m.by_object
+             UNION ALL
+             SELECT {COLUMNS}, slot FROM facts
+              WHERE tenant_id = k.t AND subject = k.s AND predicate = k.p AND md5(object) = md5(k.o)
+                AND status IN ('active', 'candidate') AND object = k.o AND m.by_object
              UNION ALL
              SELECT {COLUMNS}, slot FROM facts
               WHERE tenant_id = k.t AND subject = k.s AND predicate = k.p AND status = 'superseded'
@@ -212,15 +233,22 @@ impl Group {
                 match op {
                     WriteOp::Assert(f) => {
                         let from = f.valid_from.unwrap_or(now);
-                        let e = wants.pairs.entry((t.id, f.subject.clone(), f.predicate.clone())).or_insert(from);
-                        *e = (*e).min(from);
+                        let e = wants
+                            .pairs
+                            .entry((t.id, f.subject.clone(), f.predicate.clone()))
+                            .or_insert_with(|| (from, HashSet::new()));
+                        e.0 = e.0.min(from);
+                        e.1.insert(json_text(&f.object));
                         wants.subjects.insert((t.id, f.subject.clone()));
                         wants.predicates.insert((t.id, f.predicate.clone()));
                     }
                     WriteOp::Retract(id) => {
                         wants.ids.insert((t.id, *id));
                     }
-                    WriteOp::SetCardinality { .. } | WriteOp::SetThreshold(_) => {}
+                    WriteOp::SetCardinality { predicate, .. } => {
+                        wants.reset.insert((t.id, predicate.clone()));
+                    }
+                    WriteOp::SetThreshold(_) => {}
                 }
             }
         }
@@ -271,12 +299,29 @@ impl Group {
 
     async fn load_wants(&mut self, db: &Db<'_>, wants: Wants) -> Result<(), Loaded> {
         let names: HashMap<i32, String> = self.tenants.values().map(|t| (t.id, t.name.clone())).collect();
-        let (pt, ps, pp, pv) = unzip4(wants.pairs.iter().map(|((t, s, p), v)| (*t, s.as_str(), p.as_str(), *v)));
+        // One row per pair and object asserted; the query reads the pair
+        // whole unless its predicate is `many` (and stays so in the group).
+        let mut pair_rows: Vec<(i32, &str, &str, Millis, Option<&str>)> = Vec::new();
+        for ((t, s, p), (from, objects)) in &wants.pairs {
+            if wants.reset.contains(&(*t, p.clone())) {
+                pair_rows.push((*t, s, p, *from, None));
+            } else {
+                pair_rows.extend(objects.iter().map(|o| (*t, s.as_str(), p.as_str(), *from, Some(o.as_str()))));
+            }
+        }
+        let (mut pt, mut ps, mut pp, mut pv, mut po) = (vec![], vec![], vec![], vec![], vec![]);
+        for (t, s, p, v, o) in pair_rows {
+            pt.push(t);
+            ps.push(s);
+            pp.push(p);
+            pv.push(v);
+            po.push(o);
+        }
         let (it, ii): (Vec<i32>, Vec<Uuid>) = wants.ids.iter().copied().unzip();
         let (rt, rp): (Vec<i32>, Vec<&str>) = wants.predicates.iter().map(|(t, p)| (*t, p.as_str())).unzip();
         let (kt, kk): (Vec<i32>, Vec<&[u8]>) = wants.keys.iter().map(|(t, k)| (*t, k.as_slice())).unzip();
         let (pair_params, id_params, predicate_params, key_params) = (
-            [&pt as &(dyn ToSql + Sync), &ps, &pp, &pv],
+            [&pt as &(dyn ToSql + Sync), &ps, &pp, &pv, &po],
             [&it as &(dyn ToSql + Sync), &ii],
             [&rt as &(dyn ToSql + Sync), &rp],
             [&kt as &(dyn ToSql + Sync), &kk],

@@ -16,6 +16,7 @@ use tokio_postgres::Client;
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "schema", include_str!("../../../migrations/postgres/0001_schema.sql")),
     (2, "write path indexes", include_str!("../../../migrations/postgres/0002_write_path.sql")),
+    (3, "many values index", include_str!("../../../migrations/postgres/0003_many_values.sql")),
 ];
 
 /// The newest schema version this build knows.

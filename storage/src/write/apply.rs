@@ -85,11 +85,20 @@ impl Cx<'_, '_> {
     fn assert(&mut self, input: &FactInput) -> Result<Asserted> {
         let at = Stamp { tx: self.tx, now: self.now };
         let fact = takeover::new_fact(self.tenant, input, Uuid::now_v7(), at, self.cat.threshold(self.tid))?;
-        let live = self.live_facts(&fact.subject, &fact.predicate)?;
-        let had_live = !live.is_empty();
+        let pair = keys::sp_prefix(self.tid, Some(&fact.subject), Some(&fact.predicate));
+        let had_live;
         let plan = if fact.status == Status::Active {
             let ov = &*self.ov;
             let cardinality = self.cat.cardinality(|k| ov.get(Keyspace::Meta, k), self.tid, &fact.predicate)?;
+            // Under `many` only the pair's facts of the same value can be
+            // taken over: those are found through the object index, so an
+            // assert costs the same on a subject with ten values or with a
+            // hundred thousand (an agent's `User:me`, a conversation).
+            let live = match cardinality {
+                Cardinality::Many => self.live_facts_with_object(&fact.subject, &fact.predicate, &fact.object)?,
+                Cardinality::One | Cardinality::Strict => self.live_facts(&fact.subject, &fact.predicate)?,
+            };
+            had_live = !live.is_empty() || self.ov.has_prefix(Keyspace::Sp, &pair)?;
             // The planner needs every fact that holds a value in the new
             // interval: the live ones, and the superseded ones still valid
             // after `valid_from`. No superseded fact of the tenant is valid
@@ -103,6 +112,7 @@ impl Cx<'_, '_> {
             }
             takeover::plan_assert(fact, existing, cardinality, Uuid::now_v7)?
         } else {
+            had_live = self.ov.has_prefix(Keyspace::Sp, &pair)?;
             AssertPlan { fact, closings: Vec::new() }
         };
         let mut superseded = Vec::with_capacity(plan.closings.len());
@@ -236,6 +246,26 @@ impl Cx<'_, '_> {
             .into_iter()
             .map(|(k, v)| fact_record::decode_indexed(self.tenant, &k, &v).map_err(EngineError::from))
             .collect()
+    }
+
+    /// The live facts of (subject, predicate) whose object is `object`:
+    /// the object index's entries of the four, each checked in the live
+    /// index (the object index keeps closed facts too) and by its stored
+    /// object (a long object is indexed by its hash).
+    fn live_facts_with_object(&self, subject: &str, predicate: &str, object: &serde_json::Value) -> Result<Vec<Fact>> {
+        let prefix = keys::os_prefix_of(self.tid, object, predicate, subject);
+        let mut out = Vec::new();
+        for (k, _) in self.ov.scan_prefix(Keyspace::Os, &prefix)? {
+            let (_, _, id) = keys::decode_os(&k)?;
+            let key = keys::sp(self.tid, subject, predicate, id);
+            if let Some(v) = self.ov.get(Keyspace::Sp, &key)? {
+                let f = fact_record::decode_indexed(self.tenant, &key, &v)?;
+                if &f.object == object {
+                    out.push(f);
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn retract(&mut self, id: FactId) -> Result<(Fact, bool)> {
