@@ -531,6 +531,23 @@ fn many_lets_values_coexist_and_reasserting_a_value_supersedes_its_older_copy(ki
     });
 }
 
+/// A value asserted again and again keeps one live copy, however long its
+/// history (the embedded engine looks a value up by its history only while
+/// that is short, then reads the pair).
+fn a_many_value_reasserted_often_keeps_one_live_copy(kind: Kind) {
+    let e = S::open(kind);
+    e.set_cardinality(TENANT, "likes", Cardinality::Many).unwrap();
+    let likes = |what: &str| FactInput::new(SARAH, "likes", what);
+    let jazz = e.assert(TENANT, likes("jazz")).unwrap();
+    let mut last = e.assert(TENANT, likes("tea")).unwrap();
+    for _ in 0..80 {
+        let next = e.assert_batch(TENANT, vec![likes("tea")]).unwrap().1.remove(0);
+        assert_eq!(ids(&next.superseded), vec![last.fact.id], "each copy takes over the one before");
+        last = next;
+    }
+    assert_eq!(ids(&query(&e, TENANT, about(SARAH))), ids(&[jazz.fact, last.fact]));
+}
+
 /// Under `many` a store looks only at the facts of the value asserted (an
 /// assert must not cost more on a subject with many values); a write that
 /// makes the predicate `one` first must still see every value it takes over.
@@ -1043,6 +1060,7 @@ on_both_stores! {
     the_candidate_threshold_is_set_per_tenant,
     many_lets_values_coexist_and_reasserting_a_value_supersedes_its_older_copy,
     a_write_that_makes_many_one_takes_over_every_value,
+    a_many_value_reasserted_often_keeps_one_live_copy,
     strict_rejects_a_conflicting_value_and_writes_nothing,
     a_batch_is_one_transaction_and_later_inputs_see_earlier_ones,
     a_batch_with_one_invalid_input_writes_nothing,

@@ -81,6 +81,12 @@ pub fn apply(ov: &mut Overlay<'_>, cat: &mut Catalog, req: Request<'_>, wall_now
     Ok(WriteOutcome { tx, recorded_at: now, outcomes })
 }
 
+/// Facts of one value (live or closed) past which an assert under `many`
+/// reads the pair's live facts instead of looking the value up: each costs
+/// a point read, so a value asserted many times over is cheaper read with
+/// its pair.
+const VALUE_PROBE: usize = 8;
+
 impl Cx<'_, '_> {
     fn assert(&mut self, input: &FactInput) -> Result<Asserted> {
         let at = Stamp { tx: self.tx, now: self.now };
@@ -91,12 +97,18 @@ impl Cx<'_, '_> {
             let ov = &*self.ov;
             let cardinality = self.cat.cardinality(|k| ov.get(Keyspace::Meta, k), self.tid, &fact.predicate)?;
             // Under `many` only the pair's facts of the same value can be
-            // taken over: those are found through the object index, so an
-            // assert costs the same on a subject with ten values or with a
-            // hundred thousand (an agent's `User:me`, a conversation).
-            let live = match cardinality {
+            // taken over. Those are looked up through the object index when
+            // the value has a short history there, so an assert of a new
+            // value costs the same on a subject with ten values or with a
+            // hundred thousand (an agent's `User:me`, a conversation); a
+            // value asserted many times over reads the pair's live facts.
+            let by_value = match cardinality {
                 Cardinality::Many => self.live_facts_with_object(&fact.subject, &fact.predicate, &fact.object)?,
-                Cardinality::One | Cardinality::Strict => self.live_facts(&fact.subject, &fact.predicate)?,
+                Cardinality::One | Cardinality::Strict => None,
+            };
+            let live = match by_value {
+                Some(live) => live,
+                None => self.live_facts(&fact.subject, &fact.predicate)?,
             };
             had_live = !live.is_empty() || self.ov.has_prefix(Keyspace::Sp, &pair)?;
             // The planner needs every fact that holds a value in the new
@@ -248,14 +260,23 @@ impl Cx<'_, '_> {
             .collect()
     }
 
-    /// The live facts of (subject, predicate) whose object is `object`:
-    /// the object index's entries of the four, each checked in the live
-    /// index (the object index keeps closed facts too) and by its stored
-    /// object (a long object is indexed by its hash).
-    fn live_facts_with_object(&self, subject: &str, predicate: &str, object: &serde_json::Value) -> Result<Vec<Fact>> {
+    /// The live facts of (subject, predicate) whose object is `object`,
+    /// from the object index's entries of the four, each checked in the
+    /// live index (the object index keeps closed facts too) and by its
+    /// stored object (a long object is indexed by its hash). `None` when
+    /// the value has more than [`VALUE_PROBE`] facts there, live or closed.
+    fn live_facts_with_object(
+        &self,
+        subject: &str,
+        predicate: &str,
+        object: &serde_json::Value,
+    ) -> Result<Option<Vec<Fact>>> {
         let prefix = keys::os_prefix_of(self.tid, object, predicate, subject);
+        let Some(entries) = self.ov.keys_upto(Keyspace::Os, &prefix, VALUE_PROBE)? else {
+            return Ok(None);
+        };
         let mut out = Vec::new();
-        for (k, _) in self.ov.scan_prefix(Keyspace::Os, &prefix)? {
+        for k in entries {
             let (_, _, id) = keys::decode_os(&k)?;
             let key = keys::sp(self.tid, subject, predicate, id);
             if let Some(v) = self.ov.get(Keyspace::Sp, &key)? {
@@ -265,7 +286,7 @@ impl Cx<'_, '_> {
                 }
             }
         }
-        Ok(out)
+        Ok(Some(out))
     }
 
     fn retract(&mut self, id: FactId) -> Result<(Fact, bool)> {
