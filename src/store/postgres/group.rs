@@ -144,11 +144,13 @@ struct Wants {
 /// Under `many` only facts of the same object can be taken over, and those
 /// are read through `facts_live_values` (`m.by_object`, a filter PostgreSQL
 /// evaluates once per row of `k`, picks the branch), so an assert on a
-/// subject with a hundred thousand values reads what one with ten does.
+/// subject with a hundred thousand values reads what one with ten does. A
+/// pair has a row per object asserted; what belongs to the pair as a whole
+/// is read by its first row only (`k.first`).
 static PAIR_FACTS: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT k.t AS tenant_id, f.* FROM unnest($1::int[], $2::text[], $3::text[], $4::int8[], $5::text[])
-              AS k(t, s, p, v, o)
+        "SELECT k.t AS tenant_id, f.* FROM unnest($1::int[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::bool[])
+              AS k(t, s, p, v, o, first)
          CROSS JOIN LATERAL (
              SELECT k.o IS NOT NULL AND EXISTS (
                  SELECT 1 FROM predicates WHERE tenant_id = k.t AND name = k.p AND cardinality = 'many'
@@ -157,7 +159,7 @@ static PAIR_FACTS: LazyLock<String> = LazyLock::new(|| {
          CROSS JOIN LATERAL (
              SELECT {COLUMNS}, slot FROM facts
               WHERE tenant_id = k.t AND subject = k.s AND predicate = k.p AND status IN ('active', 'candidate')
-                AND NOT m.by_object
+                AND NOT m.by_object AND k.first
              UNION ALL
              SELECT {COLUMNS}, slot FROM facts
               WHERE tenant_id = k.t AND subject = k.s AND predicate = k.p AND md5(object) = md5(k.o)
@@ -165,11 +167,11 @@ static PAIR_FACTS: LazyLock<String> = LazyLock::new(|| {
              UNION ALL
              SELECT {COLUMNS}, slot FROM facts
               WHERE tenant_id = k.t AND subject = k.s AND predicate = k.p AND status = 'superseded'
-                AND valid_until > k.v
+                AND valid_until > k.v AND k.first
              UNION ALL
              SELECT {COLUMNS}, slot FROM facts
               WHERE tenant_id = k.t AND subject = k.s AND predicate = k.p AND status = 'superseded'
-                AND valid_until IS NULL
+                AND valid_until IS NULL AND k.first
          ) AS f"
     )
 });
@@ -179,11 +181,11 @@ static FACTS_BY_ID: LazyLock<String> = LazyLock::new(|| {
          CROSS JOIN LATERAL (SELECT {COLUMNS}, slot FROM facts WHERE tenant_id = k.t AND id = k.i) AS f"
     )
 });
+/// The group's tenants by name (`$1`, `text[]`).
+pub const FIND_TENANTS: &str = "SELECT id, name, threshold FROM tenants WHERE name = ANY($1)";
 /// (Not a `LATERAL ... LIMIT 1`: on a table not yet analyzed the planner
 /// takes a sequential scan that stops at the first match for cheap, and for
 /// a subject with no fact it reads the whole table.)
-/// The group's tenants by name (`$1`, `text[]`).
-pub const FIND_TENANTS: &str = "SELECT id, name, threshold FROM tenants WHERE name = ANY($1)";
 const KNOWN_SUBJECTS: &str = "SELECT k.t, k.s FROM unnest($1::int[], $2::text[]) AS k(t, s)
      WHERE EXISTS (SELECT 1 FROM facts WHERE tenant_id = k.t AND subject = k.s)";
 const PREDICATES: &str = "SELECT k.t, k.p, (SELECT cardinality FROM predicates WHERE tenant_id = k.t AND name = k.p),
@@ -299,29 +301,29 @@ impl Group {
 
     async fn load_wants(&mut self, db: &Db<'_>, wants: Wants) -> Result<(), Loaded> {
         let names: HashMap<i32, String> = self.tenants.values().map(|t| (t.id, t.name.clone())).collect();
-        // One row per pair and object asserted; the query reads the pair
-        // whole unless its predicate is `many` (and stays so in the group).
-        let mut pair_rows: Vec<(i32, &str, &str, Millis, Option<&str>)> = Vec::new();
+        // One row per pair and object asserted, or one with no object when
+        // the group sets the predicate's cardinality (the pair is then read
+        // whole whatever is stored).
+        let (mut pt, mut ps, mut pp, mut pv, mut po, mut pf) = (vec![], vec![], vec![], vec![], vec![], vec![]);
         for ((t, s, p), (from, objects)) in &wants.pairs {
-            if wants.reset.contains(&(*t, p.clone())) {
-                pair_rows.push((*t, s, p, *from, None));
-            } else {
-                pair_rows.extend(objects.iter().map(|o| (*t, s.as_str(), p.as_str(), *from, Some(o.as_str()))));
+            let objects: Vec<Option<&str>> = match wants.reset.contains(&(*t, p.clone())) {
+                true => vec![None],
+                false => objects.iter().map(|o| Some(o.as_str())).collect(),
+            };
+            for (i, o) in objects.into_iter().enumerate() {
+                pt.push(*t);
+                ps.push(s.as_str());
+                pp.push(p.as_str());
+                pv.push(*from);
+                po.push(o);
+                pf.push(i == 0);
             }
-        }
-        let (mut pt, mut ps, mut pp, mut pv, mut po) = (vec![], vec![], vec![], vec![], vec![]);
-        for (t, s, p, v, o) in pair_rows {
-            pt.push(t);
-            ps.push(s);
-            pp.push(p);
-            pv.push(v);
-            po.push(o);
         }
         let (it, ii): (Vec<i32>, Vec<Uuid>) = wants.ids.iter().copied().unzip();
         let (rt, rp): (Vec<i32>, Vec<&str>) = wants.predicates.iter().map(|(t, p)| (*t, p.as_str())).unzip();
         let (kt, kk): (Vec<i32>, Vec<&[u8]>) = wants.keys.iter().map(|(t, k)| (*t, k.as_slice())).unzip();
         let (pair_params, id_params, predicate_params, key_params) = (
-            [&pt as &(dyn ToSql + Sync), &ps, &pp, &pv, &po],
+            [&pt as &(dyn ToSql + Sync), &ps, &pp, &pv, &po, &pf],
             [&it as &(dyn ToSql + Sync), &ii],
             [&rt as &(dyn ToSql + Sync), &rp],
             [&kt as &(dyn ToSql + Sync), &kk],
