@@ -8,6 +8,7 @@ use super::AppState;
 use crate::service::model::ModelConfig;
 use crate::service::recall::{context, graph, walk};
 use crate::service::recall::AskQuery;
+use crate::service::recall::MAX_NEIGHBOURS;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -66,6 +67,10 @@ pub struct ContextBody {
     max_pages: Option<JsonInt>,
     #[serde(default)]
     as_of: Option<JsonInt>,
+    #[serde(default, deserialize_with = "present")]
+    reference_time: Option<JsonInt>,
+    #[serde(default, deserialize_with = "present")]
+    neighbours: Option<JsonInt>,
 }
 
 pub async fn context(
@@ -89,6 +94,12 @@ pub async fn context(
         max_facts: non_negative("max_facts", body.max_facts)?.unwrap_or(context::DEFAULT_MAX_FACTS),
         max_pages: non_negative("max_pages", body.max_pages)?.unwrap_or(context::DEFAULT_MAX_PAGES),
         as_of: body.as_of.map(|t| t.0),
+        reference_time: body.reference_time.map(|t| t.0),
+        neighbours: match body.neighbours.map(|n| n.0) {
+            None => context::DEFAULT_NEIGHBOURS,
+            Some(n) if (0..=MAX_NEIGHBOURS as i64).contains(&n) => n as usize,
+            Some(n) => return Err(ApiError::schema(format!("neighbours must be within [0, {MAX_NEIGHBOURS}], got {n}"))),
+        },
     };
     Ok(Json(st.service.context(&tenant, req).await?).into_response())
 }
@@ -103,6 +114,8 @@ pub struct AskBody {
     model: Option<ModelConfig>,
     #[serde(default, deserialize_with = "present")]
     as_of: Option<JsonInt>,
+    #[serde(default, deserialize_with = "present")]
+    reference_time: Option<JsonInt>,
 }
 
 pub async fn ask(
@@ -115,6 +128,7 @@ pub async fn ask(
         top_k: body.top_k.map(|k| k.0),
         model: body.model,
         as_of: body.as_of.map(|t| t.0),
+        reference_time: body.reference_time.map(|t| t.0),
     };
     let answer = st.service.ask(caller.tenant()?, q).await?;
     Ok(super::search::with_staleness(Json(answer.value).into_response(), answer.stale))

@@ -35,6 +35,16 @@ pub struct SearchBody {
     predicate: Option<String>,
     #[serde(default, deserialize_with = "present")]
     include_candidates: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
+    valid_from: Option<JsonInt>,
+    #[serde(default, deserialize_with = "present")]
+    valid_until: Option<JsonInt>,
+    #[serde(default, deserialize_with = "present")]
+    reference_time: Option<JsonInt>,
+    #[serde(default, deserialize_with = "present")]
+    signals: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "present")]
+    neighbours: Option<JsonInt>,
 }
 
 
@@ -51,6 +61,12 @@ pub async fn search_get(State(st): State<AppState>, caller: Caller, q: QueryPair
         subject: q.string("subject")?,
         predicate: q.string("predicate")?,
         include_candidates: q.bool("include_candidates")?.unwrap_or(false),
+        valid_from: q.int("valid_from")?,
+        valid_until: q.int("valid_until")?,
+        reference_time: q.int("reference_time")?,
+        // `signals=` (empty) is BM25 alone, as `[]` is in a body.
+        signals: q.string("signals")?.map(|s| s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()),
+        neighbours: q.int("neighbours")?,
     };
     run(st, caller.tenant()?, req).await
 }
@@ -68,6 +84,11 @@ pub async fn search_post(
         subject: body.subject,
         predicate: body.predicate,
         include_candidates: body.include_candidates.unwrap_or(false),
+        valid_from: body.valid_from.map(|t| t.0),
+        valid_until: body.valid_until.map(|t| t.0),
+        reference_time: body.reference_time.map(|t| t.0),
+        signals: body.signals,
+        neighbours: body.neighbours.map(|n| n.0),
     };
     run(st, caller.tenant()?, req).await
 }

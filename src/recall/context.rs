@@ -61,7 +61,18 @@ pub struct ContextRequest {
     pub max_facts: usize,
     pub max_pages: usize,
     pub as_of: Option<Millis>,
+    /// "Now" for the goal's relative time expressions.
+    pub reference_time: Option<Millis>,
+    /// Conversation turns to bring in around each recalled turn, each side.
+    pub neighbours: usize,
 }
+
+/// Turns brought in around each recalled turn unless the request says.
+pub const DEFAULT_NEIGHBOURS: usize = 1;
+
+/// Share of its recalled turn's score a turn next to it gets: it follows
+/// the turn it gives context to, and goes before the budget cuts it.
+const ADJACENT_SHARE: f64 = 0.999;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -74,6 +85,8 @@ pub enum Origin {
     Hop,
     /// Recalled for the goal by full-text search only.
     Recall,
+    /// A conversation turn next to a recalled one (see `next_to`).
+    Adjacent,
 }
 
 impl Origin {
@@ -83,7 +96,7 @@ impl Origin {
             Origin::Inbound => 0.8,
             Origin::Hop => 0.5,
             // Found by the goal alone: not near the seeds at all.
-            Origin::Recall => 0.3,
+            Origin::Recall | Origin::Adjacent => 0.3,
         }
     }
 }
@@ -97,6 +110,9 @@ pub struct Ranked {
     /// The goal's full-text recall found it (whatever its origin).
     pub recalled: bool,
     pub tokens: usize,
+    /// For an adjacent turn: the recalled turn it surrounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_to: Option<FactId>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -138,12 +154,15 @@ struct Candidate {
 }
 
 /// Builds the packet. `recalled` are facts found for the goal elsewhere (the
-/// full-text index); they join the candidates.
+/// full-text index); they join the candidates, and so do the turns around
+/// them (`adjacent`: the recalled turn's id and a turn next to it), ranked
+/// right after the turn they surround.
 pub fn build(
     engine: &dyn MemoryStore,
     tenant: &str,
     req: &ContextRequest,
     recalled: Vec<Fact>,
+    adjacent: Vec<(FactId, Fact)>,
 ) -> Result<ContextPacket, EngineError> {
     let as_of = req.as_of.map(AsOf::Time);
     let mut seeds: Vec<String> = Vec::new();
@@ -211,6 +230,11 @@ pub fn build(
         recalled_ids.insert(f.id);
         push(&mut cands, f, Origin::Recall);
     }
+    let mut next_to: HashMap<FactId, FactId> = HashMap::new();
+    for (hit, f) in adjacent {
+        next_to.entry(f.id).or_insert(hit);
+        push(&mut cands, f, Origin::Adjacent);
+    }
 
     // 2. Rank.
     let goal_terms = terms(&req.goal);
@@ -227,9 +251,17 @@ pub fn build(
             let recency = 0.5f64.powf(age / RECENCY_HALF_LIFE_MS);
             let s = score(relevance, c.origin.proximity(), c.fact.confidence, recency);
             let recalled = recalled_ids.contains(&c.fact.id);
-            (i, Ranked { id: c.fact.id, score: s, relevance, origin: c.origin, recalled, tokens: fact_tokens(&c.fact) })
+            let next_to = (c.origin == Origin::Adjacent).then(|| next_to.get(&c.fact.id).copied()).flatten();
+            let tokens = fact_tokens(&c.fact);
+            (i, Ranked { id: c.fact.id, score: s, relevance, origin: c.origin, recalled, tokens, next_to })
         })
         .collect();
+    let scores: HashMap<FactId, f64> = ranked.iter().map(|(_, r)| (r.id, r.score)).collect();
+    for (_, r) in ranked.iter_mut() {
+        if let Some(hit) = r.next_to.and_then(|h| scores.get(&h)) {
+            r.score = hit * ADJACENT_SHARE;
+        }
+    }
     ranked.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.1.id.cmp(&b.1.id)));
 
     // 3. Trim.

@@ -5,21 +5,30 @@
 //! - `schema`: index fields and the document of a memory item.
 //! - `indexer`: follows the change log; the watermark rides in the commit.
 //! - `query`: the BM25 and graph-proximity rankers.
+//! - `time`: the valid-time interval a search is about, and its ranker.
+//! - `entities`: the entities a question names, and their ranker.
 //! - `rank`: ranked lists, the [`Ranker`] interface and their fusion (RRF).
+//! - `diverse`: near-duplicates spread out of the top (MMR).
+//! - `neighbours`: the conversation turns around a hit.
 //!
 //! The engine stays the source of truth: every hit is re-read from it (as
 //! of the request's record time) before it is returned, so a lagging or
 //! rebuilt index can miss a fact for a moment but never shows one the
 //! request may not see. See `docs/search.md`.
 
+pub mod diverse;
+pub mod entities;
 pub mod indexer;
+pub mod neighbours;
 pub mod query;
 pub mod rank;
 pub mod request;
 pub mod schema;
+pub mod time;
 pub mod tokenize;
 
-pub use request::SearchRequest;
+pub use request::{SearchRequest, Signals};
+pub use time::Window;
 
 pub use indexer::{index_dir, rebuild, IndexerMetrics, Rebuilt};
 pub use rank::{Candidate, RankContext, RankedList, Ranker};
@@ -55,6 +64,9 @@ pub struct Match {
     pub ranks: BTreeMap<&'static str, usize>,
     /// Question terms the fact contains.
     pub terms: Vec<String>,
+    /// The turns of its conversation around it (when asked for), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub neighbours: Vec<Value>,
 }
 
 /// The answer of `/api/search`.
@@ -65,8 +77,11 @@ pub struct SearchResult {
     pub answer_facts: Vec<Value>,
     pub matches: Vec<Match>,
     pub entities: Vec<String>,
-    /// The question's index terms (stopwords dropped, stemmed).
+    /// The question's index terms (stopwords dropped, stemmed; the words
+    /// that named a time left out).
     pub terms: Vec<String>,
+    /// The valid-time interval the search ranked by, if any.
+    pub time: Option<Window>,
     /// True when the index had not caught up with the writes made before
     /// the request within the wait: recent writes may be missing.
     pub stale: bool,
@@ -85,6 +100,11 @@ pub struct Recalled {
     pub terms: Vec<String>,
     /// The lists whose source failed (see [`RankedList::unavailable`]).
     pub unavailable: Vec<&'static str>,
+    /// The valid-time interval the search ranked by.
+    pub window: Option<Window>,
+    /// The turns around each fused hit (in the order of `fused`), when the
+    /// request asked for neighbours.
+    pub neighbours: Vec<Vec<crate::store::Fact>>,
 }
 
 /// The search handle: cheap to clone, shared by the request handlers.
@@ -139,8 +159,12 @@ impl Search {
         let (stop, stop_rx) = watch::channel(false);
         let hurry = Arc::new(Hurry::default());
         let task = tokio::spawn(indexer.run(notices, stop_rx, Arc::clone(&hurry)));
-        let rankers: Vec<Arc<dyn Ranker>> =
-            vec![Arc::new(query::Bm25Ranker { state: Arc::clone(&state) }), Arc::new(query::GraphRanker)];
+        let rankers: Vec<Arc<dyn Ranker>> = vec![
+            Arc::new(query::Bm25Ranker { state: Arc::clone(&state) }),
+            Arc::new(query::GraphRanker),
+            Arc::new(time::TimeRanker { state: Arc::clone(&state) }),
+            Arc::new(entities::EntityRanker { state: Arc::clone(&state) }),
+        ];
         Ok((Search { engine, state, watermark, rankers: Arc::new(rankers), hurry }, IndexerHandle { stop, task }))
     }
 
@@ -189,7 +213,8 @@ impl Search {
 
     /// [`Search::recall`], also saying which lists could not be computed.
     pub fn recall_detailed(&self, tenant: &str, req: &SearchRequest) -> Result<Recalled> {
-        let terms = tokenize::query_terms(&req.question);
+        let window = time::window(req, crate::monitor::time::now_ms());
+        let terms = tokenize::query_terms(&time::without_time(&req.question, window.as_ref()));
         let mut seeds: Vec<String> = req.seeds.clone();
         for e in tokenize::entity_refs(&req.question) {
             if !seeds.contains(&e) {
@@ -197,11 +222,28 @@ impl Search {
             }
         }
         seeds.truncate(MAX_SEEDS);
-        let want = if seeds.is_empty() { req.top_k } else { (req.top_k * 3).max(24) };
-        let ctx = RankContext { engine: &*self.engine, tenant, request: req, terms: &terms, seeds: &seeds, want };
+        let named = if req.signals.entity { entities::resolve(&self.state, tenant, req)? } else { Vec::new() };
+        let mut want = if seeds.is_empty() { req.top_k } else { (req.top_k * 3).max(24) };
+        if req.signals.diverse {
+            // Room below the top for the distinct facts to come up from.
+            want = want.max(req.top_k * diverse::DEPTH);
+        }
+        let ctx = RankContext {
+            engine: &*self.engine,
+            tenant,
+            request: req,
+            terms: &terms,
+            seeds: &seeds,
+            want,
+            window: window.as_ref(),
+            named: &named,
+        };
         let mut lists = Vec::with_capacity(self.rankers.len());
         let mut unavailable = Vec::new();
-        for r in self.rankers.iter() {
+        // An interval the request gives is used whatever the signals say
+        // (without one, the time signal off means no interval at all).
+        let wanted = |name: &str| req.signals.wants(name) || (name == "time" && window.is_some());
+        for r in self.rankers.iter().filter(|r| wanted(r.name())) {
             let list = r.rank(&ctx)?;
             if list.unavailable {
                 unavailable.push(list.name);
@@ -209,13 +251,30 @@ impl Search {
             lists.push(list);
         }
         let mut fused = rank::fuse(lists, rank::RRF_K);
+        if let Some(w) = &window {
+            time::in_window_first(&mut fused, w);
+        }
+        if req.signals.diverse {
+            fused = diverse::diversify(fused, req.top_k);
+            if let Some(w) = &window {
+                time::in_window_first(&mut fused, w);
+            }
+        }
         fused.truncate(req.top_k);
-        Ok(Recalled { fused, terms, unavailable })
+        let neighbours = if req.neighbours == 0 {
+            Vec::new()
+        } else {
+            fused
+                .iter()
+                .map(|f| neighbours::around(&self.state, &*self.engine, tenant, req, &f.fact, req.neighbours))
+                .collect::<Result<_>>()?
+        };
+        Ok(Recalled { fused, terms, unavailable, window, neighbours })
     }
 
     /// Runs a search of `tenant` (blocking: engine and index reads).
     pub fn search(&self, tenant: &str, req: &SearchRequest, stale: bool) -> Result<SearchResult> {
-        let Recalled { fused, terms, unavailable } = self.recall_detailed(tenant, req)?;
+        let Recalled { fused, terms, unavailable, window, neighbours } = self.recall_detailed(tenant, req)?;
         let mut entities: Vec<String> = Vec::new();
         for f in &fused {
             for e in [Some(f.fact.subject.as_str()), f.fact.object_entity()].into_iter().flatten() {
@@ -224,18 +283,20 @@ impl Search {
                 }
             }
         }
+        let as_json = |f: &crate::store::Fact| serde_json::to_value(f).expect("facts serialize");
         let matches = fused
             .iter()
-            .map(|f| Match {
+            .enumerate()
+            .map(|(i, f)| Match {
                 id: f.fact.id,
                 score: f.score,
                 reasons: f.reasons.clone(),
                 ranks: f.ranks.clone(),
                 terms: f.terms.clone(),
+                neighbours: neighbours.get(i).map(|n| n.iter().map(as_json).collect()).unwrap_or_default(),
             })
             .collect();
-        let answer_facts =
-            fused.iter().map(|f| serde_json::to_value(&f.fact).expect("facts serialize")).collect();
+        let answer_facts = fused.iter().map(|f| as_json(&f.fact)).collect();
         Ok(SearchResult {
             kind: "search_result",
             question: req.question.clone(),
@@ -243,6 +304,7 @@ impl Search {
             matches,
             entities,
             terms,
+            time: window,
             stale,
             unavailable,
         })

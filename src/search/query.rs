@@ -49,10 +49,9 @@ fn exact(field: tantivy::schema::Field, value: &str) -> Box<dyn Query> {
     filter(TermQuery::new(Term::from_field_text(field, value), IndexRecordOption::Basic))
 }
 
-/// The tantivy query of a search: the tenant and kind (always), liveness or
-/// the `as_of` creation bound, the exact filters, and the question's terms
-/// over the text fields.
-pub fn index_query(fields: &Fields, tenant: &str, req: &SearchRequest, terms: &[String]) -> BooleanQuery {
+/// The filters every query of a search has: the tenant and kind (always),
+/// liveness or the `as_of` creation bound, and the exact filters.
+pub fn request_filters(fields: &Fields, tenant: &str, req: &SearchRequest) -> Vec<(Occur, Box<dyn Query>)> {
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
         (Occur::Must, exact(fields.tenant, tenant)),
         (Occur::Must, exact(fields.kind, DocKind::Fact.as_str())),
@@ -73,6 +72,12 @@ pub fn index_query(fields: &Fields, tenant: &str, req: &SearchRequest, terms: &[
     if let Some(p) = &req.predicate {
         clauses.push((Occur::Must, exact(fields.predicate_exact, p)));
     }
+    clauses
+}
+
+/// The question's terms over the text fields, each field boosted: matches
+/// any of them, scored by BM25.
+pub fn text_query(fields: &Fields, terms: &[String]) -> BooleanQuery {
     let mut text: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     for t in terms {
         for (name, boost) in BOOSTS {
@@ -87,8 +92,61 @@ pub fn index_query(fields: &Fields, tenant: &str, req: &SearchRequest, terms: &[
             text.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost))));
         }
     }
-    clauses.push((Occur::Must, Box::new(BooleanQuery::new(text))));
+    BooleanQuery::new(text)
+}
+
+/// The tantivy query of a search: [`request_filters`] and at least one of
+/// the question's terms.
+pub fn index_query(fields: &Fields, tenant: &str, req: &SearchRequest, terms: &[String]) -> BooleanQuery {
+    let mut clauses = request_filters(fields, tenant, req);
+    clauses.push((Occur::Must, Box::new(text_query(fields, terms))));
     BooleanQuery::new(clauses)
+}
+
+/// The hits of `query`, best first, each re-read from the engine as of the
+/// request's record time and kept when the request may see it and `keep`
+/// says so; at most `want`, examining at most [`MAX_EXAMINED`] hits.
+pub fn verified_hits(
+    state: &IndexState,
+    ctx: &RankContext<'_>,
+    query: &dyn Query,
+    want: usize,
+    keep: impl Fn(&Fact) -> bool,
+) -> anyhow::Result<Vec<Candidate>> {
+    let fields = &state.fields;
+    let searcher = state.reader.searcher();
+    let as_of = ctx.request.as_of.map(AsOf::Time);
+    let page = (want * 2 + 16).min(500);
+    let mut items = Vec::new();
+    let mut offset = 0;
+    let mut seen: HashSet<FactId> = HashSet::new();
+    while items.len() < want && offset < MAX_EXAMINED {
+        let hits =
+            searcher.search(query, &TopDocs::with_limit(page).and_offset(offset)).context("searching the recall index")?;
+        let n = hits.len();
+        for (score, addr) in hits {
+            let doc: TantivyDocument = searcher.doc(addr).context("reading a search document")?;
+            let Some(id) = fields.stored_id(&doc) else { continue };
+            if !seen.insert(id) {
+                continue;
+            }
+            // The index may lag the engine (or be rewound): the engine decides.
+            let Some(f) = ctx.engine.get(ctx.tenant, id, as_of)? else { continue };
+            if !visible(&f, ctx.request) || !filters_match(&f, ctx.request) || !keep(&f) {
+                continue;
+            }
+            let terms = matched_terms(&f, ctx.terms);
+            items.push(Candidate { fact: f, score: score as f64, terms });
+            if items.len() >= want {
+                break;
+            }
+        }
+        if n < page {
+            break;
+        }
+        offset += page;
+    }
+    Ok(items)
 }
 
 /// BM25 over the index, each hit checked against the engine.
@@ -102,46 +160,12 @@ impl Ranker for Bm25Ranker {
     }
 
     fn rank(&self, ctx: &RankContext<'_>) -> anyhow::Result<RankedList> {
-        let mut items = Vec::new();
         if ctx.terms.is_empty() || ctx.want == 0 {
-            return Ok(RankedList::new(self.name(), items));
+            return Ok(RankedList::new(self.name(), Vec::new()));
         }
-        let fields = &self.state.fields;
-        let query = index_query(fields, ctx.tenant, ctx.request, ctx.terms);
-        let searcher = self.state.reader.searcher();
-        let as_of = ctx.request.as_of.map(AsOf::Time);
+        let query = index_query(&self.state.fields, ctx.tenant, ctx.request, ctx.terms);
         // A pool larger than the list, for the rerank below.
-        let pool = ctx.want.max(POOL);
-        let page = (pool * 2 + 16).min(500);
-        let mut offset = 0;
-        let mut seen: HashSet<FactId> = HashSet::new();
-        while items.len() < pool && offset < MAX_EXAMINED {
-            let hits = searcher
-                .search(&query, &TopDocs::with_limit(page).and_offset(offset))
-                .context("searching the recall index")?;
-            let n = hits.len();
-            for (score, addr) in hits {
-                let doc: TantivyDocument = searcher.doc(addr).context("reading a search document")?;
-                let Some(id) = fields.stored_id(&doc) else { continue };
-                if !seen.insert(id) {
-                    continue;
-                }
-                // The index may lag the engine (or be rewound): the engine decides.
-                let Some(f) = ctx.engine.get(ctx.tenant, id, as_of)? else { continue };
-                if !visible(&f, ctx.request) || !filters_match(&f, ctx.request) {
-                    continue;
-                }
-                let terms = matched_terms(&f, ctx.terms);
-                items.push(Candidate { fact: f, score: score as f64, terms });
-                if items.len() >= pool {
-                    break;
-                }
-            }
-            if n < page {
-                break;
-            }
-            offset += page;
-        }
+        let items = verified_hits(&self.state, ctx, &query, ctx.want.max(POOL), |_| true)?;
         let neighbours = neighbours(ctx, &items)?;
         let mut items = rerank(items, neighbours, &ctx.request.question, ctx.terms);
         items.truncate(ctx.want);
@@ -150,7 +174,7 @@ impl Ranker for Bm25Ranker {
 }
 
 /// Verified BM25 hits reranked per search, at least.
-const POOL: usize = 20;
+pub const POOL: usize = 20;
 /// Hits whose neighbours are looked up.
 const EXPAND: usize = 10;
 /// A subject with more facts than this gets no neighbour expansion (a

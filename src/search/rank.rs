@@ -37,16 +37,24 @@ pub struct RankedList {
     /// embeddings endpoint that failed); the search answers from the other
     /// lists and says so.
     pub unavailable: bool,
+    /// What a rank in this list counts for in the fusion (1 for most).
+    pub weight: f64,
 }
 
 impl RankedList {
     pub fn new(name: &'static str, items: Vec<Candidate>) -> RankedList {
-        RankedList { name, items, unavailable: false }
+        RankedList { name, items, unavailable: false, weight: 1.0 }
+    }
+
+    /// The list with another weight in the fusion.
+    pub fn weighted(mut self, weight: f64) -> RankedList {
+        self.weight = weight;
+        self
     }
 
     /// An empty list whose source failed.
     pub fn unavailable(name: &'static str) -> RankedList {
-        RankedList { name, items: Vec::new(), unavailable: true }
+        RankedList { name, items: Vec::new(), unavailable: true, weight: 1.0 }
     }
 }
 
@@ -62,6 +70,10 @@ pub struct RankContext<'a> {
     pub seeds: &'a [String],
     /// How many verified facts the list should try to hold.
     pub want: usize,
+    /// The valid-time interval the search is about, if any.
+    pub window: Option<&'a super::time::Window>,
+    /// The entities the question names (by ref, id or name).
+    pub named: &'a [super::entities::Named],
 }
 
 /// A source of one ranked list. Implementations must return only facts of
@@ -89,6 +101,12 @@ pub struct Fused {
 /// go to the better best rank, then to the id that appears in the earlier
 /// list, then by id.
 pub fn rrf_ids(lists: &[Vec<FactId>], k: f64) -> Vec<(FactId, f64)> {
+    rrf_weighted(lists, &vec![1.0; lists.len()], k)
+}
+
+/// [`rrf_ids`] with a weight per list: a rank `r` of list `i` earns
+/// `weights[i] / (k + r)`.
+pub fn rrf_weighted(lists: &[Vec<FactId>], weights: &[f64], k: f64) -> Vec<(FactId, f64)> {
     // id -> (score, best rank, first list index)
     let mut acc: HashMap<FactId, (f64, usize, usize)> = HashMap::new();
     for (li, list) in lists.iter().enumerate() {
@@ -99,7 +117,7 @@ pub fn rrf_ids(lists: &[Vec<FactId>], k: f64) -> Vec<(FactId, f64)> {
             }
             let rank = i + 1;
             let e = acc.entry(*id).or_insert((0.0, usize::MAX, li));
-            e.0 += 1.0 / (k + rank as f64);
+            e.0 += weights[li] / (k + rank as f64);
             e.1 = e.1.min(rank);
         }
     }
@@ -113,7 +131,8 @@ pub fn rrf_ids(lists: &[Vec<FactId>], k: f64) -> Vec<(FactId, f64)> {
 /// Fuses ranked lists with RRF.
 pub fn fuse(lists: Vec<RankedList>, k: f64) -> Vec<Fused> {
     let ids: Vec<Vec<FactId>> = lists.iter().map(|l| l.items.iter().map(|c| c.fact.id).collect()).collect();
-    let order = rrf_ids(&ids, k);
+    let weights: Vec<f64> = lists.iter().map(|l| l.weight).collect();
+    let order = rrf_weighted(&ids, &weights, k);
     let mut by_id: HashMap<FactId, Fused> = HashMap::new();
     for list in lists {
         for (i, c) in list.items.into_iter().enumerate() {

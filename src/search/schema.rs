@@ -25,7 +25,7 @@ use crate::store::{Fact, FactId};
 
 /// Bumped whenever the schema or the tokenization changes; an index written
 /// with another version is rebuilt from the change log at start.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Name of the tokenizer the text fields use (whitespace over terms the
 /// service already normalized, see `tokenize.rs`).
@@ -103,6 +103,41 @@ pub struct Fields {
     /// Record time of the first version (unix ms): an `as_of` search skips
     /// documents created after it.
     pub created_at: Field,
+    /// Valid time of the latest version (unix ms; an open end is
+    /// `i64::MAX`): the time signal's overlap filter. The engine's version
+    /// decides, so an `as_of` search stays exact.
+    pub valid_from: Field,
+    pub valid_until: Field,
+    /// The words of the subject's id, lower-cased (`Person:sam_lee` gives
+    /// `sam lee`): how a name in a question finds its entity.
+    pub subject_key: Field,
+    /// The value of a name-like fact (`name`, `alias`...) lower-cased, and
+    /// its first word: the other way a name finds its entity.
+    pub name_key: Field,
+    /// A conversation turn's `properties.conversation` and
+    /// `properties.turn`: how a hit finds the turns around it.
+    pub conversation: Field,
+    pub turn: Field,
+}
+
+/// Predicates whose string value names their subject.
+pub const NAME_PREDICATES: &[&str] =
+    &["alias", "also_known_as", "aka", "display_name", "first_name", "full_name", "name", "nickname"];
+
+/// The lower-cased words of `text` joined by single spaces: the form the
+/// name keys are stored and looked up in.
+pub fn name_form(text: &str) -> String {
+    super::tokenize::words(text).join(" ")
+}
+
+/// The id part of an entity ref in [`name_form`] (`Person:sam_lee` gives
+/// `sam lee`), or None for a value that is no entity ref.
+pub fn entity_key(entity: &str) -> Option<String> {
+    if !crate::store::is_entity_ref(entity) {
+        return None;
+    }
+    let (_, id) = entity.split_once(':')?;
+    Some(name_form(id)).filter(|k| !k.is_empty())
 }
 
 impl Fields {
@@ -114,7 +149,8 @@ impl Fields {
         let tenant = b.add_text_field("tenant", STRING);
         let kind = b.add_text_field("kind", STRING);
         let id = b.add_bytes_field("id", INDEXED | STORED);
-        let subject_exact = b.add_text_field("subject_exact", STRING);
+        // Fast too: a name lookup reads the subjects of its hits from the column.
+        let subject_exact = b.add_text_field("subject_exact", STRING | FAST);
         let predicate_exact = b.add_text_field("predicate_exact", STRING);
         let subject = b.add_text_field("subject", text.clone());
         let predicate = b.add_text_field("predicate", text.clone());
@@ -124,6 +160,12 @@ impl Fields {
         let live = b.add_bool_field("live", INDEXED | FAST);
         // A range query over a fast field reads the column, no terms needed.
         let created_at = b.add_i64_field("created_at", FAST);
+        let valid_from = b.add_i64_field("valid_from", FAST);
+        let valid_until = b.add_i64_field("valid_until", FAST);
+        let subject_key = b.add_text_field("subject_key", STRING);
+        let name_key = b.add_text_field("name_key", STRING);
+        let conversation = b.add_text_field("conversation", STRING);
+        let turn = b.add_i64_field("turn", FAST);
         Fields {
             schema: b.build(),
             tenant,
@@ -138,6 +180,12 @@ impl Fields {
             properties,
             live,
             created_at,
+            valid_from,
+            valid_until,
+            subject_key,
+            name_key,
+            conversation,
+            turn,
         }
     }
 
@@ -168,6 +216,24 @@ impl Fields {
                 d.add_text(self.properties, t.properties.join(" "));
                 d.add_bool(self.live, f.status.is_live());
                 d.add_i64(self.created_at, f.created_at);
+                d.add_i64(self.valid_from, f.valid_from);
+                d.add_i64(self.valid_until, f.valid_until.unwrap_or(i64::MAX));
+                if let Some(k) = entity_key(&f.subject) {
+                    d.add_text(self.subject_key, k);
+                }
+                if let (true, Some(name)) = (NAME_PREDICATES.contains(&f.predicate.as_str()), f.object.as_str()) {
+                    let name = name_form(name);
+                    if let Some((first, _)) = name.split_once(' ') {
+                        d.add_text(self.name_key, first);
+                    }
+                    if !name.is_empty() {
+                        d.add_text(self.name_key, name);
+                    }
+                }
+                if let Some((conversation, turn)) = turn_of(f) {
+                    d.add_text(self.conversation, conversation);
+                    d.add_i64(self.turn, turn);
+                }
             }
         }
         d
@@ -178,6 +244,13 @@ impl Default for Fields {
     fn default() -> Self {
         Fields::new()
     }
+}
+
+/// The conversation and 0-based turn of a fact stored as a turn of a
+/// conversation (`properties.conversation`, `properties.turn`).
+pub fn turn_of(f: &Fact) -> Option<(&str, i64)> {
+    let p = f.properties.as_ref()?;
+    Some((p.get("conversation")?.as_str()?, p.get("turn")?.as_i64()?))
 }
 
 /// The terms of each text field of a fact.

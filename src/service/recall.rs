@@ -14,7 +14,9 @@ use crate::recall::graph::{Graph, GraphRequest};
 use crate::recall::walk::{WalkRequest, WalkResult};
 pub use crate::recall::{ask, context, graph, walk};
 use crate::search::rank::Fused;
-use crate::search::{SearchRequest, SearchResult, DEFAULT_TOP_K, FRESHNESS_WAIT, MAX_SEEDS, MAX_TOP_K};
+use crate::search;
+pub use crate::search::neighbours::MAX_NEIGHBOURS;
+use crate::search::{SearchRequest, SearchResult, Signals, DEFAULT_TOP_K, FRESHNESS_WAIT, MAX_SEEDS, MAX_TOP_K};
 use crate::store::Fact;
 
 /// Facts recalled for a context goal on top of the seeds' neighbourhood.
@@ -41,6 +43,12 @@ pub struct SearchQuery {
     pub subject: Option<String>,
     pub predicate: Option<String>,
     pub include_candidates: bool,
+    pub valid_from: Option<i64>,
+    pub valid_until: Option<i64>,
+    pub reference_time: Option<i64>,
+    /// The signals to use on top of BM25; all when absent.
+    pub signals: Option<Vec<String>>,
+    pub neighbours: Option<i64>,
 }
 
 impl SearchQuery {
@@ -61,6 +69,24 @@ impl SearchQuery {
         if seeds.len() > MAX_SEEDS {
             return Err(ServiceError::invalid(format!("at most {MAX_SEEDS} seeds, got {}", seeds.len())));
         }
+        if let (Some(from), Some(until)) = (self.valid_from, self.valid_until) {
+            if from >= until {
+                return Err(ServiceError::invalid(format!(
+                    "valid_from must be before valid_until, got {from} and {until}"
+                )));
+            }
+        }
+        let signals = match &self.signals {
+            None => Signals::default(),
+            Some(names) => Signals::from_names(names).map_err(ServiceError::invalid)?,
+        };
+        let neighbours = match self.neighbours {
+            None => 0,
+            Some(n) if (0..=MAX_NEIGHBOURS as i64).contains(&n) => n as usize,
+            Some(n) => {
+                return Err(ServiceError::invalid(format!("neighbours must be within [0, {MAX_NEIGHBOURS}], got {n}")))
+            }
+        };
         Ok(SearchRequest {
             question,
             top_k,
@@ -69,6 +95,11 @@ impl SearchQuery {
             subject: self.subject,
             predicate: self.predicate,
             include_candidates: self.include_candidates,
+            valid_from: self.valid_from,
+            valid_until: self.valid_until,
+            reference_time: self.reference_time,
+            signals,
+            neighbours,
         })
     }
 }
@@ -80,6 +111,8 @@ pub struct AskQuery {
     pub top_k: Option<i64>,
     pub model: Option<ModelConfig>,
     pub as_of: Option<i64>,
+    /// "Now" for the question's relative time expressions (unix ms).
+    pub reference_time: Option<i64>,
 }
 
 impl Service {
@@ -93,12 +126,19 @@ impl Service {
 
     /// The fused hits of a search, best first.
     pub async fn recall(&self, tenant: &str, req: SearchRequest) -> Result<Recalled<Vec<Fused>>> {
+        let r = self.recall_detailed(tenant, req).await?;
+        Ok(Recalled { value: r.value.fused, stale: r.stale })
+    }
+
+    /// The fused hits of a search with the interval it ranked by and the
+    /// turns around each hit.
+    pub async fn recall_detailed(&self, tenant: &str, req: SearchRequest) -> Result<Recalled<search::Recalled>> {
         // Read-your-writes: wait (bounded) until the index holds every write
         // of the tenant committed before this call.
         let stale = !self.search.wait_fresh(tenant, FRESHNESS_WAIT).await;
         let (search, tenant) = (self.search.clone(), tenant.to_string());
-        let (fused, _terms) = on_blocking_pool(move || search.recall(&tenant, &req)).await?;
-        Ok(Recalled { value: fused, stale })
+        let value = on_blocking_pool(move || search.recall_detailed(&tenant, &req)).await?;
+        Ok(Recalled { value, stale })
     }
 
     /// The facts recalled for a question.
@@ -120,19 +160,28 @@ impl Service {
     /// A context packet: the seeds' neighbourhood and what the goal recalls,
     /// ranked and cut to the token budget.
     pub async fn context(&self, tenant: &str, req: ContextRequest) -> Result<ContextPacket> {
-        let recalled = if req.goal.trim().is_empty() {
-            Vec::new()
+        let (recalled, adjacent) = if req.goal.trim().is_empty() {
+            (Vec::new(), Vec::new())
         } else {
             let search = SearchRequest {
                 question: req.goal.clone(),
                 top_k: RECALL_FOR_CONTEXT,
                 as_of: req.as_of,
+                reference_time: req.reference_time,
+                neighbours: req.neighbours,
                 ..Default::default()
             };
-            self.evidence(tenant, search).await?.value
+            let found = self.recall_detailed(tenant, search).await?.value;
+            let adjacent = found
+                .fused
+                .iter()
+                .zip(found.neighbours)
+                .flat_map(|(hit, around)| around.into_iter().map(move |f| (hit.fact.id, f)))
+                .collect();
+            (found.fused.into_iter().map(|f| f.fact).collect(), adjacent)
         };
         let (store, tenant) = (self.memory.store().clone(), tenant.to_string());
-        Ok(blocking(move || context::build(&*store, &tenant, &req, recalled)).await?)
+        Ok(blocking(move || context::build(&*store, &tenant, &req, recalled, adjacent)).await?)
     }
 
     /// Answers a question from memory: the evidence the index recalls, and
@@ -149,7 +198,13 @@ impl Service {
                 return Err(ServiceError::invalid(format!("top_k must be within [1, {ASK_MAX_TOP_K}], got {k}")))
             }
         };
-        let req = SearchRequest { question: question.clone(), top_k, as_of: q.as_of, ..Default::default() };
+        let req = SearchRequest {
+            question: question.clone(),
+            top_k,
+            as_of: q.as_of,
+            reference_time: q.reference_time,
+            ..Default::default()
+        };
         let evidence = self.evidence(tenant, req).await?;
         let answer =
             ask::ask(&self.llm, &question, evidence.value, q.model.as_ref()).await.map_err(super::digest::llm_error)?;

@@ -462,3 +462,228 @@ async fn bad_searches_answer_400() {
     api.get("/api/search?question=x&top_k=100").await.expect(200);
     api.post("/api/search", &json!({"question": "x", "top_k": 100, "whatever": 1})).await.expect(200);
 }
+
+/// 2024-01-01T00:00:00Z and a day, in unix ms.
+const JAN_2024: i64 = 1_704_067_200_000;
+const DAY: i64 = 86_400_000;
+
+/// `said` facts, a `many` predicate: (speaker, text, days after 2024-01-01).
+async fn say(api: &Api, lines: &[(&str, &str, i64)]) -> Vec<String> {
+    api.put("/api/predicates/said", &json!({"cardinality": "many"})).await.expect(200);
+    let facts: Vec<Value> = lines
+        .iter()
+        .map(|(who, text, day)| json!({"subject": who, "predicate": "said", "object": text, "valid_from": JAN_2024 + day * DAY}))
+        .collect();
+    let v = api.post("/api/facts/batch", &json!({"facts": facts})).await.expect(201).clone();
+    v["facts"].as_array().unwrap().iter().map(|f| f["fact"]["id"].as_str().or(f["id"].as_str()).unwrap().to_string()).collect()
+}
+
+fn subjects(v: &Value) -> Vec<String> {
+    v["answer_facts"].as_array().unwrap().iter().map(|f| f["subject"].as_str().unwrap().to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_valid_time_range_ranks_the_facts_inside_it_first() {
+    let (_tmp, server) = fresh(&[]);
+    let api = Api::new(&server, None);
+    // Dana does many things; the one in May is not the best word match.
+    say(&api, &[
+        ("Person:dana", "went hiking and hiking again in the hills, hiking is the best", 20),
+        ("Person:dana", "went hiking in the Alps with friends", 70),
+        ("Person:dana", "went to a pottery class", 130), // 2024-05-10
+        ("Person:dana", "went hiking near the lake", 300),
+    ])
+    .await;
+    let may = (JAN_2024 + 121 * DAY, JAN_2024 + 152 * DAY);
+    let body = |signals: Option<Value>| {
+        let mut b = json!({"question": "where did Dana go hiking", "valid_from": may.0, "valid_until": may.1, "top_k": 4});
+        if let Some(s) = signals {
+            b["signals"] = s;
+        }
+        b
+    };
+    let v = api.post("/api/search", &body(None)).await.expect(200).clone();
+    assert_eq!(v["answer_facts"][0]["object"], "went to a pottery class", "{v}");
+    assert!(v["matches"][0]["reasons"].as_array().unwrap().contains(&json!("time")), "{v}");
+    assert_eq!(v["time"], json!({"from": may.0, "until": may.1, "source": "request"}), "{v}");
+    // Without the interval (or with BM25 alone) the best word match leads.
+    let v = api.post("/api/search", &json!({"question": "where did Dana go hiking", "top_k": 4})).await.expect(200).clone();
+    assert_ne!(v["answer_facts"][0]["object"], "went to a pottery class", "{v}");
+    // An open-ended range: everything from October on.
+    let r = api.get(&format!("/api/search?question={}&valid_from={}", enc("Dana hiking"), JAN_2024 + 274 * DAY)).await;
+    let v = r.expect(200);
+    assert_eq!(v["answer_facts"][0]["object"], "went hiking near the lake", "{v}");
+    assert_eq!(v["time"]["until"], json!(i64::MAX), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_naming_a_month_is_grounded_against_the_reference_time() {
+    let (_tmp, server) = fresh(&[]);
+    let api = Api::new(&server, None);
+    say(&api, &[
+        ("Person:dana", "I ran a half marathon, what a run", 10),
+        ("Person:dana", "I started a pottery class", 130), // 2024-05-10
+        ("Person:dana", "I ran along the river", 200),
+        ("Person:sam", "I did a pottery class too", 300),
+    ])
+    .await;
+    let reference = JAN_2024 + 340 * DAY; // 2024-12-06
+    let ask = |q: &str, signals: Option<Value>| {
+        let mut b = json!({"question": q, "reference_time": reference, "top_k": 3});
+        if let Some(s) = signals {
+            b["signals"] = s;
+        }
+        b
+    };
+    let v = api.post("/api/search", &ask("What did Dana do in May?", None)).await.expect(200).clone();
+    assert_eq!(v["answer_facts"][0]["object"], "I started a pottery class", "{v}");
+    assert_eq!(v["time"]["from"], json!(JAN_2024 + 121 * DAY), "{v}");
+    assert_eq!(v["time"]["until"], json!(JAN_2024 + 152 * DAY), "{v}");
+    assert_eq!(v["time"]["source"], "question", "{v}");
+    assert!(v["matches"][0]["reasons"].as_array().unwrap().contains(&json!("time")), "{v}");
+    // "may" and "2024" name the time: they are not searched for as words.
+    assert!(!v["terms"].as_array().unwrap().contains(&json!("may")), "{v}");
+    // Relative to the reference: eleven months before 2024-12-06 is January.
+    let v = api.post("/api/search", &ask("What did Dana do eleven months ago?", None)).await.expect(200).clone();
+    assert_eq!(v["answer_facts"][0]["object"], "I ran a half marathon, what a run", "{v}");
+    // The time signal off: no grounding.
+    let v = api.post("/api/search", &ask("What did Dana do in May?", Some(json!(["entity"])))).await.expect(200).clone();
+    assert_eq!(v["time"], Value::Null, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_named_persons_own_facts_rank_above_facts_that_mention_them() {
+    let (_tmp, server) = fresh(&[]);
+    let api = Api::new(&server, None);
+    say(&api, &[
+        ("Person:dana", "Nice one, Sam! Sam, you bake so well, Sam", 1),
+        ("Person:dana", "Sam, what do you bake next, Sam?", 2),
+        ("Person:dana", "Great bake, Sam!", 3),
+        ("Person:sam", "I baked a loaf of sourdough this morning", 4),
+        ("Person:sam", "my starter is finally bubbly", 5),
+    ])
+    .await;
+    let q = json!({"question": "What does Sam bake?", "top_k": 3});
+    let v = api.post("/api/search", &q).await.expect(200).clone();
+    assert_eq!(v["answer_facts"][0]["object"], "I baked a loaf of sourdough this morning", "{v}");
+    assert!(v["matches"][0]["reasons"].as_array().unwrap().contains(&json!("entity")), "{v}");
+    // BM25 alone prefers the replies that repeat the name.
+    let mut bare = q.clone();
+    bare["signals"] = json!([]);
+    let v = api.post("/api/search", &bare).await.expect(200).clone();
+    assert_eq!(subjects(&v)[0], "Person:dana", "{v}");
+
+    // A name fact finds its entity too, case-insensitively, first name included.
+    api.post("/api/facts", &json!({"subject": "Person:p42", "predicate": "name", "object": "Robin Okafor"})).await.expect(201);
+    say(&api, &[
+        ("Person:p42", "I repaired the old bicycle", 6),
+        ("Person:dana", "robin okafor repaired a bicycle? Robin, the bicycle!", 7),
+    ])
+    .await;
+    for q in ["what did ROBIN OKAFOR repair", "what did robin repair"] {
+        let v = api.post("/api/search", &json!({"question": q, "top_k": 4})).await.expect(200).clone();
+        let at = |text: &str| objects(&v).iter().position(|o| o == text);
+        let own = at("I repaired the old bicycle").unwrap_or_else(|| panic!("{q}: {v}"));
+        assert!(at("robin okafor repaired a bicycle? Robin, the bicycle!").is_none_or(|m| own < m), "{q}: {v}");
+        assert!(v["matches"][own]["reasons"].as_array().unwrap().contains(&json!("entity")), "{q}: {v}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn near_duplicates_make_room_for_distinct_mentions() {
+    let (_tmp, server) = fresh(&[]);
+    let api = Api::new(&server, None);
+    say(&api, &[
+        ("Person:sam", "tennis again today, I love playing tennis sport", 1),
+        ("Person:sam", "tennis again this week, I love playing tennis sport", 2),
+        ("Person:sam", "tennis again on sunday, I love playing tennis sport", 3),
+        ("Person:sam", "tennis again tonight, I love playing tennis sport", 4),
+        ("Person:sam", "I tried rock climbing, a new sport for me", 5),
+        ("Person:sam", "first swimming lesson, what a sport", 6),
+    ])
+    .await;
+    let q = |signals: Value| json!({"question": "which sport has Sam tried playing?", "top_k": 3, "signals": signals});
+    let tops = |v: &Value| -> usize {
+        objects(v).iter().filter(|o| o.as_str().unwrap().starts_with("tennis")).count()
+    };
+    let v = api.post("/api/search", &q(json!([]))).await.expect(200).clone();
+    assert!(tops(&v) >= 2, "BM25 alone fills the top with tennis: {v}");
+    let v = api.post("/api/search", &q(json!(["diverse"]))).await.expect(200).clone();
+    assert_eq!(tops(&v), 1, "one tennis mention, then the distinct ones: {v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hit_brings_the_turns_around_it_when_asked() {
+    let (_tmp, server) = fresh(&[]);
+    let api = Api::new(&server, None);
+    api.put("/api/predicates/said", &json!({"cardinality": "many"})).await.expect(200);
+    let turns = [
+        ("Person:sam", "guess what happened at the weekend"),
+        ("Person:dana", "tell me!"),
+        ("Person:sam", "I adopted a greyhound called Biscuit"),
+        ("Person:dana", "oh wow, congratulations"),
+        ("Person:sam", "thanks, he sleeps all day"),
+    ];
+    let facts: Vec<Value> = turns
+        .iter()
+        .enumerate()
+        .map(|(i, (who, text))| json!({
+            "subject": who, "predicate": "said", "object": text, "valid_from": JAN_2024 + i as i64 * 60_000,
+            "properties": {"conversation": "c1", "turn": i}
+        }))
+        .collect();
+    api.post("/api/facts/batch", &json!({"facts": facts})).await.expect(201);
+    let v = api.post("/api/search", &json!({"question": "greyhound", "top_k": 1, "neighbours": 1})).await.expect(200).clone();
+    assert_eq!(v["answer_facts"][0]["object"], "I adopted a greyhound called Biscuit", "{v}");
+    let around: Vec<&str> =
+        v["matches"][0]["neighbours"].as_array().unwrap().iter().map(|f| f["object"].as_str().unwrap()).collect();
+    assert_eq!(around, ["tell me!", "oh wow, congratulations"], "{v}");
+    let v = api.post("/api/search", &json!({"question": "greyhound", "top_k": 1, "neighbours": 2})).await.expect(200).clone();
+    assert_eq!(v["matches"][0]["neighbours"].as_array().unwrap().len(), 4, "{v}");
+    // Not asked: none.
+    let v = api.post("/api/search", &json!({"question": "greyhound", "top_k": 1})).await.expect(200).clone();
+    assert!(v["matches"][0].get("neighbours").is_none(), "{v}");
+    // A context packet brings one turn each side by default, right after the hit.
+    let v = api.post("/api/context", &json!({"goal": "greyhound Biscuit"})).await.expect(200).clone();
+    let ranking = v["ranking"].as_array().unwrap();
+    let hit = v["facts"].as_array().unwrap().iter().position(|f| f["object"] == "I adopted a greyhound called Biscuit").unwrap();
+    let hit_id = &v["facts"][hit]["id"];
+    let adjacent: Vec<&Value> = ranking.iter().filter(|r| r["origin"] == "adjacent").collect();
+    assert_eq!(adjacent.len(), 2, "{v}");
+    assert!(adjacent.iter().all(|r| &r["next_to"] == hit_id), "{v}");
+    // Within the budget: a budget for the hit alone leaves them out.
+    let tokens = ranking[hit]["tokens"].as_u64().unwrap();
+    let v = api.post("/api/context", &json!({"goal": "greyhound Biscuit", "token_budget": tokens})).await.expect(200).clone();
+    assert_eq!(v["facts"].as_array().unwrap().len(), 1, "{v}");
+    let v = api.post("/api/context", &json!({"goal": "greyhound Biscuit", "neighbours": 0})).await.expect(200).clone();
+    assert!(v["ranking"].as_array().unwrap().iter().all(|r| r["origin"] != "adjacent"), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_time_and_signal_parameters_answer_400() {
+    let (_tmp, server) = fresh(&[]);
+    let api = Api::new(&server, None);
+    for path in [
+        "/api/search?question=x&signals=time,magic",
+        "/api/search?question=x&valid_from=10&valid_until=10",
+        "/api/search?question=x&valid_from=yesterday",
+        "/api/search?question=x&neighbours=6",
+        "/api/search?question=x&neighbours=-1",
+        "/api/search?question=x&reference_time=now",
+    ] {
+        api.get(path).await.expect_error(400, "SchemaInvalid");
+    }
+    for body in [
+        json!({"question": "x", "signals": "time"}),
+        json!({"question": "x", "signals": ["time", 3]}),
+        json!({"question": "x", "valid_from": 20, "valid_until": 10}),
+        json!({"question": "x", "valid_from": null}),
+        json!({"question": "x", "neighbours": 9}),
+    ] {
+        api.post("/api/search", &body).await.expect_error(400, "SchemaInvalid");
+    }
+    api.post("/api/context", &json!({"goal": "x", "neighbours": 6})).await.expect_error(400, "SchemaInvalid");
+    // Every signal by name, and none.
+    api.get("/api/search?question=x&signals=bm25,graph,time,entity,diverse,vector").await.expect(200);
+    api.get("/api/search?question=x&signals=").await.expect(200);
+}

@@ -16,7 +16,9 @@ use crate::service::digest::DigestRequest;
 use crate::service::Answer;
 use crate::service::Service;
 use crate::recall::context;
-use crate::search::{SearchRequest, DEFAULT_TOP_K, MAX_SEEDS, MAX_TOP_K};
+use crate::search::neighbours::MAX_NEIGHBOURS;
+use crate::search::{SearchRequest, DEFAULT_TOP_K, MAX_TOP_K};
+use crate::service::recall::SearchQuery;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -162,6 +164,16 @@ pub struct RecallArgs {
     #[serde(default)]
     include_candidates: Option<bool>,
     #[serde(default)]
+    valid_from: Option<JsonInt>,
+    #[serde(default)]
+    valid_until: Option<JsonInt>,
+    #[serde(default)]
+    reference_time: Option<JsonInt>,
+    #[serde(default)]
+    signals: Option<Vec<String>>,
+    #[serde(default)]
+    neighbours: Option<JsonInt>,
+    #[serde(default)]
     namespace: Option<String>,
 }
 
@@ -173,33 +185,40 @@ fn question(q: &str) -> Result<String, ServiceError> {
     Ok(q.to_string())
 }
 
-fn seeds(seeds: Option<Vec<String>>) -> Result<Vec<String>, ServiceError> {
-    let seeds: Vec<String> =
-        seeds.unwrap_or_default().into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
-    if seeds.len() > MAX_SEEDS {
-        return Err(ServiceError::invalid(format!("at most {MAX_SEEDS} seeds, got {}", seeds.len())));
-    }
-    Ok(seeds)
-}
-
 async fn recall(st: &Service, caller: &CallerInfo, a: RecallArgs) -> Result<Value, ServiceError> {
     let tenant = tenant(st, &caller.principal, a.namespace.as_deref())?;
-    let req = SearchRequest {
-        question: question(&a.question)?,
-        top_k: range("top_k", a.top_k, 1, MAX_TOP_K as i64)?.map_or(DEFAULT_TOP_K, |k| k as usize),
+    let req = SearchQuery {
+        question: Some(a.question),
+        top_k: a.top_k.map(|k| k.0),
         as_of: None,
-        seeds: seeds(a.seeds)?,
+        seeds: a.seeds.unwrap_or_default(),
         subject: a.subject,
         predicate: a.predicate,
         include_candidates: a.include_candidates.unwrap_or(false),
-    };
+        valid_from: a.valid_from.map(|t| t.0),
+        valid_until: a.valid_until.map(|t| t.0),
+        reference_time: a.reference_time.map(|t| t.0),
+        signals: a.signals,
+        neighbours: a.neighbours.map(|n| n.0),
+    }
+    .checked()?;
     let q = req.question.clone();
-    let found = st.recall(&tenant, req).await?;
-    let (fused, stale) = (found.value, found.stale);
-    let matches: Vec<Value> =
-        fused.iter().map(|f| json!({"id": f.fact.id, "score": f.score, "reasons": f.reasons, "ranks": f.ranks})).collect();
-    let facts: Vec<Fact> = fused.into_iter().map(|f| f.fact).collect();
-    Ok(json!({"question": q, "facts": facts, "matches": matches, "stale": stale}))
+    let found = st.recall_detailed(&tenant, req).await?;
+    let (recalled, stale) = (found.value, found.stale);
+    let matches: Vec<Value> = recalled
+        .fused
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let mut m = json!({"id": f.fact.id, "score": f.score, "reasons": f.reasons, "ranks": f.ranks});
+            if let Some(around) = recalled.neighbours.get(i).filter(|n| !n.is_empty()) {
+                m["neighbours"] = json!(around);
+            }
+            m
+        })
+        .collect();
+    let facts: Vec<Fact> = recalled.fused.into_iter().map(|f| f.fact).collect();
+    Ok(json!({"question": q, "facts": facts, "matches": matches, "time": recalled.window, "stale": stale}))
 }
 
 // --- recall_as_of --------------------------------------------------------------
@@ -253,10 +272,9 @@ async fn recall_as_of(st: &Service, caller: &CallerInfo, a: RecallAsOfArgs) -> R
             question: question(q)?,
             top_k: range("limit", a.limit, 1, MAX_TOP_K as i64)?.map_or(DEFAULT_TOP_K, |k| k as usize),
             as_of,
-            seeds: Vec::new(),
             subject: a.subject,
             predicate: a.predicate,
-            include_candidates: false,
+            ..Default::default()
         };
         let fused = st.recall(&tenant, req).await?.value;
         let facts: Vec<Fact> =
@@ -359,6 +377,10 @@ pub struct BuildContextArgs {
     #[serde(default)]
     as_of: Option<JsonInt>,
     #[serde(default)]
+    reference_time: Option<JsonInt>,
+    #[serde(default)]
+    neighbours: Option<JsonInt>,
+    #[serde(default)]
     namespace: Option<String>,
 }
 
@@ -390,6 +412,9 @@ async fn build_context(st: &Service, caller: &CallerInfo, a: BuildContextArgs) -
             .map_or(context::DEFAULT_MAX_FACTS, |n| n as usize),
         max_pages: non_negative("max_pages", a.max_pages)?.unwrap_or(context::DEFAULT_MAX_PAGES),
         as_of: a.as_of.map(|t| t.0),
+        reference_time: a.reference_time.map(|t| t.0),
+        neighbours: range("neighbours", a.neighbours, 0, MAX_NEIGHBOURS as i64)?
+            .map_or(context::DEFAULT_NEIGHBOURS, |n| n as usize),
     };
     let packet = st.context(&tenant, req).await?;
     serde_json::to_value(packet).map_err(ServiceError::internal)

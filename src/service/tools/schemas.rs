@@ -106,7 +106,9 @@ pub fn tools() -> Vec<ToolDef> {
                 "max_tokens": {"type": "integer", "minimum": 0, "description": "Alias of token_budget."},
                 "max_facts": {"type": "integer", "minimum": 0, "maximum": 1000, "description": "At most this many facts (default 64)."},
                 "max_pages": {"type": "integer", "minimum": 0, "description": "At most this many page snippets (default 8)."},
-                "as_of": ms("Build the packet from what memory knew at this record time (unix ms).")
+                "as_of": ms("Build the packet from what memory knew at this record time (unix ms)."),
+                "reference_time": ms("What \"now\" is for relative time words in the goal (unix ms; default the server's clock)."),
+                "neighbours": {"type": "integer", "minimum": 0, "maximum": 5, "description": "Conversation turns to bring in around each recalled turn, each side (default 1)."}
             }))),
             output: output(&["kind", "summary", "facts", "ranking", "warnings"], json!({
                 "kind": {"type": "string"},
@@ -164,12 +166,18 @@ pub fn tools() -> Vec<ToolDef> {
                 "seeds": {"type": "array", "items": {"type": "string"}, "maxItems": 16, "description": "Entities to favour (`Type:id`)."},
                 "subject": {"type": "string", "description": "Only facts about this subject."},
                 "predicate": {"type": "string", "description": "Only facts with this predicate."},
-                "include_candidates": {"type": "boolean", "description": "Also unconfirmed (low-confidence) facts."}
+                "include_candidates": {"type": "boolean", "description": "Also unconfirmed (low-confidence) facts."},
+                "valid_from": ms("Favour facts true at or after this moment (unix ms); with valid_until, a valid-time range. Without either, time words in the question (\"in May 2024\", \"two weeks ago\") set the range."),
+                "valid_until": ms("Favour facts true before this moment (unix ms, exclusive)."),
+                "reference_time": ms("What \"now\" is for relative time words in the question (unix ms; default the server's clock)."),
+                "signals": {"type": "array", "items": {"type": "string", "enum": ["bm25", "graph", "time", "entity", "diverse", "vector"]}, "description": "Ranking signals on top of full-text (default all); [] is full-text alone."},
+                "neighbours": {"type": "integer", "minimum": 0, "maximum": 5, "description": "Conversation turns to return around each hit, each side (default 0)."}
             }))),
             output: output(&["question", "facts", "matches", "stale"], json!({
                 "question": {"type": "string"},
                 "facts": facts("Matching facts, best first."),
-                "matches": {"type": "array", "items": {"type": "object", "required": ["id", "score"], "properties": {"id": {"type": "string"}, "score": {"type": "number"}, "reasons": {"type": "array", "items": {"type": "string"}}}}, "description": "Why each fact matched, in the order of facts."},
+                "matches": {"type": "array", "items": {"type": "object", "required": ["id", "score"], "properties": {"id": {"type": "string"}, "score": {"type": "number"}, "reasons": {"type": "array", "items": {"type": "string"}}, "neighbours": facts("The conversation turns around the hit, in order.")}}, "description": "Why each fact matched, in the order of facts."},
+                "time": {"type": ["object", "null"], "description": "The valid-time range the search favoured: from, until (unix ms), text (the question's words), source (question or request)."},
                 "stale": {"type": "boolean", "description": "True when the index had not caught up with the latest writes within the wait."}
             })),
             writes: false,
