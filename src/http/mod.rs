@@ -7,6 +7,7 @@
 
 pub mod agent_protocol;
 pub mod connectors;
+pub mod conversations;
 pub mod alerts;
 pub mod backup;
 pub mod console;

@@ -42,6 +42,7 @@ fn routes(mcp_endpoint: Option<mcp_transport::Endpoint>) -> Routes<AppState> {
         .route("/api/context", post(recall::context))
         .route("/api/ask", post(recall::ask))
         .route("/api/digest", post(digest::digest))
+        .route("/api/conversations", post(conversations::record))
         .route("/api/connectors", get(connectors::list).post(connectors::register))
         .route("/api/connectors/{name}/events", post(connectors::events))
         .route("/api/connectors/{name}/pull", post(connectors::pull))

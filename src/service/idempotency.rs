@@ -56,6 +56,7 @@ pub enum Op {
     AlertsEvaluate,
     ReportCreate,
     ReportRun,
+    Conversation,
 }
 
 impl Op {
@@ -69,6 +70,7 @@ impl Op {
             Op::AlertsEvaluate => "alerts_evaluate",
             Op::ReportCreate => "report_create",
             Op::ReportRun => "report_run",
+            Op::Conversation => "conversation",
         }
     }
 }

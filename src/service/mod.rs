@@ -8,6 +8,7 @@ pub mod changes;
 pub mod chat;
 pub mod client_tools;
 pub mod connectors;
+pub mod conversations;
 pub mod digest;
 pub mod error;
 pub mod facts;

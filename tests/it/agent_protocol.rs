@@ -461,12 +461,21 @@ async fn a_task_continues_after_a_restart_and_its_artifacts_stay() {
     let (status, _, bytes) = download(&api, &t, &a).await;
     assert_eq!(status, 200);
     assert!(bytes == big, "artifact bytes changed across restarts");
-    // The conversation went on across the restarts: one conversation, six messages.
-    let messages = api.list("predicate=in_conversation").await;
+    // The conversation went on across the restarts: one conversation, six
+    // messages, each a `said` fact of its speaker, numbered in order.
+    let messages = api.list("predicate=said").await;
     assert_eq!(messages.len(), 6, "{messages:?}");
     let conversations: std::collections::HashSet<&str> =
-        messages.iter().map(|m| m["object"].as_str().unwrap()).collect();
+        messages.iter().map(|m| m["properties"]["conversation"].as_str().unwrap()).collect();
     assert_eq!(conversations.len(), 1);
+    let mut turns: Vec<(u64, &str)> = messages
+        .iter()
+        .map(|m| (m["properties"]["turn"].as_u64().unwrap(), m["subject"].as_str().unwrap()))
+        .collect();
+    turns.sort();
+    let speakers = ["Person:user", "Agent:memory"];
+    let want: Vec<(u64, &str)> = (0..6).map(|n| (n, speakers[n as usize % 2])).collect();
+    assert_eq!(turns, want);
 }
 
 /// A directory under `dir` with one agent network, named `model`, whose

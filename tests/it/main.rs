@@ -33,6 +33,7 @@ mod hostile_clients;
 mod http_alerts;
 mod http_api;
 mod http_connectors;
+mod http_conversations;
 mod http_digest;
 mod http_disk_faults;
 mod http_durability;

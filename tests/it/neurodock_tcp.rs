@@ -364,10 +364,23 @@ async fn tools_survive_a_restart_and_queries_are_conversations() {
     let id = first["conversation"].as_str().expect("a conversation id").to_string();
     assert_eq!(second["conversation"], id, "one connection is one conversation");
     let api = Api::new(&server, None);
-    let said = |n: usize| format!("subject=Message:{id}-{n}&predicate=text");
-    assert_eq!(api.list(&said(0)).await[0]["object"], "remember Person:ada likes tea");
-    assert_eq!(api.list(&said(2)).await[0]["object"], "what do you know about Person:ada");
-    assert_eq!(api.list(&said(3)).await[0]["object"], second["message"]);
+    // Stored as a conversation: one `said` fact a message, of its speaker.
+    let mut said: Vec<Value> = api
+        .list("predicate=said")
+        .await
+        .into_iter()
+        .filter(|f| f["properties"]["conversation"] == id.as_str())
+        .collect();
+    said.sort_by_key(|f| f["properties"]["turn"].as_u64().unwrap());
+    let turns: Vec<(u64, &str, &Value)> = said
+        .iter()
+        .map(|f| (f["properties"]["turn"].as_u64().unwrap(), f["subject"].as_str().unwrap(), &f["object"]))
+        .collect();
+    assert_eq!(turns.len(), 4, "{said:?}");
+    assert_eq!(turns[0], (0, "Person:user", &json!("remember Person:ada likes tea")));
+    assert_eq!(turns[1].1, "Agent:memory");
+    assert_eq!(turns[2], (2, "Person:user", &json!("what do you know about Person:ada")));
+    assert_eq!(turns[3], (3, "Agent:memory", &second["message"]));
     drop(c);
     server.stop_ok();
 

@@ -73,6 +73,18 @@ fn conversation_id(context: &Value) -> String {
     context["chat_histories"][0]["messages"][0]["structure"]["conversation_id"].as_str().unwrap().to_string()
 }
 
+/// The `said` facts of conversation `id`, in turn order.
+async fn said_in(api: &Api, id: &str) -> Vec<Value> {
+    let mut said: Vec<Value> = api
+        .list("predicate=said&limit=1000")
+        .await
+        .into_iter()
+        .filter(|f| f["properties"]["conversation"] == id)
+        .collect();
+    said.sort_by_key(|f| f["properties"]["turn"].as_u64().unwrap());
+    said
+}
+
 #[tokio::test]
 async fn the_memory_front_man_remembers_and_answers_over_two_turns() {
     let (_tmp, server) = fresh(&[]);
@@ -121,7 +133,7 @@ async fn the_memory_front_man_remembers_and_answers_over_two_turns() {
     let answer = r.text();
     let (held, said) = answer.split_once("Said in conversations:").unwrap_or_else(|| panic!("{answer}"));
     assert!(held.starts_with("From memory:") && held.contains("Person:sarah works_at Org:globex"), "{}", r.text());
-    assert!(!held.contains("Message:") && said.contains("Message:"), "{}", r.text());
+    assert!(!held.contains(" said ") && said.contains("Person:user said "), "{}", r.text());
     let r = chat(&api, "memory", say("context for meeting Person:sarah")).await;
     assert!(r.text().contains("Org:globex"), "{}", r.text());
     let r = chat(&api, "memory", say("forget Person:sarah works_at")).await;
@@ -141,40 +153,49 @@ async fn turns_are_stored_as_conversation_facts_and_recallable() {
     chat(&api, "memory", say_in("what do you know about Project:apollo", &ctx, "MINIMAL")).await.last();
 
     let conv = api.list(&format!("subject=Conversation:{id}&predicate=network")).await;
-    assert_eq!(conv.len(), 1);
+    assert_eq!(conv.len(), 1, "asserted once, not once a turn: {conv:?}");
     assert_eq!(conv[0]["object"], "memory");
+    // Every message is one `said` fact of its speaker.
+    let said = said_in(&api, &id).await;
     let expect = [
-        (0, "human", "remember Project:apollo status green"),
-        (1, "ai", "Remembered: Project:apollo status green."),
-        (2, "human", "what do you know about Project:apollo"),
+        (0, "Person:user", "remember Project:apollo status green"),
+        (1, "Agent:memory", "Remembered: Project:apollo status green."),
+        (2, "Person:user", "what do you know about Project:apollo"),
     ];
-    for (n, role, text) in expect {
-        let facts = api.list(&format!("subject=Message:{id}-{n}")).await;
-        let get = |p: &str| {
-            facts.iter().find(|f| f["predicate"] == p).unwrap_or_else(|| panic!("{p} of {n}: {facts:?}"))["object"]
-                .clone()
-        };
-        assert_eq!(get("role"), role);
-        assert_eq!(get("text"), text);
-        assert_eq!(get("agent"), "memory");
-        assert_eq!(get("in_conversation"), format!("Conversation:{id}"));
+    assert_eq!(said.len(), 4, "{said:?}");
+    for (n, speaker, text) in expect {
+        let f = &said[n];
+        assert_eq!(f["subject"], speaker, "{f}");
+        assert_eq!(f["predicate"], "said");
+        assert_eq!(f["object"], text, "{f}");
+        assert_eq!(f["source"], format!("Conversation:{id}"));
+        assert_eq!(f["properties"], json!({"conversation": id, "turn": n, "speaker": speaker}), "{f}");
     }
-    let answer = api.list(&format!("subject=Message:{id}-3&predicate=text")).await;
-    assert!(answer[0]["object"].as_str().unwrap().contains("Project:apollo status green"));
+    assert_eq!(said[3]["subject"], "Agent:memory");
+    assert!(said[3]["object"].as_str().unwrap().contains("Project:apollo status green"));
     // The human turn is valid from when it was said, the answer not before it.
-    let mut said = Vec::new();
-    for n in 0..3 {
-        said.push(
-            api.list(&format!("subject=Message:{id}-{n}&predicate=text")).await[0]["valid_from"].as_i64().unwrap(),
-        );
-    }
-    assert!(said[0] <= said[1] && said[1] <= said[2], "{said:?}");
+    let at: Vec<i64> = said.iter().map(|f| f["valid_from"].as_i64().unwrap()).collect();
+    assert!(at.windows(2).all(|w| w[0] <= w[1]), "{at:?}");
+    // The conversation: its participants and its count; no message entities.
+    let mut participants: Vec<String> = api
+        .list(&format!("subject=Conversation:{id}&predicate=participant"))
+        .await
+        .iter()
+        .map(|f| f["object"].as_str().unwrap().to_string())
+        .collect();
+    participants.sort();
+    assert_eq!(participants, ["Agent:memory", "Person:user"]);
+    let count = api.list(&format!("subject=Conversation:{id}&predicate=turns")).await;
+    assert_eq!(count.len(), 1);
+    assert_eq!(count[0]["object"], 4);
+    assert_eq!(api.get("/api/predicates/said").await.expect(200)["cardinality"], "many");
+    let all = api.all_facts().await;
+    assert!(!all.iter().any(|f| f["subject"].as_str().unwrap().starts_with("Message:")), "{all:?}");
+    let is_said = |f: &Value| f["predicate"] == "said" && f["properties"]["conversation"] == id.as_str();
 
     // Recallable through search.
     let found = api.get("/api/search?question=apollo%20status").await.expect(200).clone();
-    let subjects: Vec<&str> =
-        found["answer_facts"].as_array().unwrap().iter().map(|f| f["subject"].as_str().unwrap()).collect();
-    assert!(subjects.iter().any(|s| s.starts_with(&format!("Message:{id}-"))), "{found}");
+    assert!(found["answer_facts"].as_array().unwrap().iter().any(is_said), "{found}");
 
     // And through MCP's recall.
     let rpc = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -182,8 +203,7 @@ async fn turns_are_stored_as_conversation_facts_and_recallable() {
     let r =
         send(api.req(Method::POST, "/mcp").header("accept", "application/json, text/event-stream").json(&rpc)).await;
     let facts = &r.expect(200)["result"]["structuredContent"]["facts"];
-    let subjects: Vec<&str> = facts.as_array().unwrap().iter().map(|f| f["subject"].as_str().unwrap()).collect();
-    assert!(subjects.iter().any(|s| s.starts_with(&format!("Message:{id}-"))), "{}", r.text);
+    assert!(facts.as_array().unwrap().iter().any(is_said), "{}", r.text);
 }
 
 #[tokio::test]
@@ -198,8 +218,11 @@ async fn a_context_continues_on_another_server() {
     assert_eq!(conversation_id(&second.context()), id);
     assert_eq!(second.context()["chat_histories"][0]["messages"].as_array().unwrap().len(), 5);
     // B numbers the messages after those the context carried.
-    assert_eq!(api_b.list(&format!("subject=Message:{id}-2&predicate=role")).await[0]["object"], "human");
-    assert!(api_b.list(&format!("subject=Message:{id}-0")).await.is_empty());
+    let said = said_in(&api_b, &id).await;
+    let turns: Vec<(u64, &str)> =
+        said.iter().map(|f| (f["properties"]["turn"].as_u64().unwrap(), f["subject"].as_str().unwrap())).collect();
+    assert_eq!(turns, [(2, "Person:user"), (3, "Agent:memory")]);
+    assert_eq!(api_b.list(&format!("subject=Conversation:{id}&predicate=turns")).await[0]["object"], 4);
 }
 
 #[tokio::test]
@@ -242,12 +265,16 @@ async fn conversations_stay_in_the_callers_tenant() {
     let id = conversation_id(&r.context());
     let other = chat(&acme, "memory", say("what do you know about Person:sarah")).await;
     assert_eq!(other.text(), "I don't know anything about Person:sarah yet.");
-    assert!(acme.list(&format!("subject=Message:{id}-0")).await.is_empty());
-    assert_eq!(nas.list(&format!("subject=Message:{id}-0&predicate=role")).await.len(), 1);
+    // acme's own question is stored in acme, under another conversation.
+    assert!(said_in(&acme, &id).await.is_empty());
+    assert_eq!(said_in(&nas, &id).await.len(), 2);
     // Continuing nas's context with acme's key writes to acme only.
     let cont = chat(&acme, "memory", say_in("what do you know about Person:sarah", &r.context(), "MINIMAL")).await;
     assert!(cont.text().contains("don't know"), "{}", cont.text());
-    assert!(nas.list(&format!("subject=Message:{id}-2")).await.is_empty());
+    let turns: Vec<u64> = said_in(&nas, &id).await.iter().map(|f| f["properties"]["turn"].as_u64().unwrap()).collect();
+    assert_eq!(turns, [0, 1], "nothing of acme's turn in nas");
+    let turns: Vec<u64> = said_in(&acme, &id).await.iter().map(|f| f["properties"]["turn"].as_u64().unwrap()).collect();
+    assert_eq!(turns, [2, 3], "acme's continuation, numbered after the context");
 
     let anon = Api::new(&server, None);
     anon.post("/api/v1/memory/streaming_chat", &say("hi")).await.expect_hidden();

@@ -352,6 +352,18 @@ fn the_documented_limits_are_the_servers() {
             json!(ingest::MAX_LISTED_REJECTIONS),
         );
     }
+    // Conversations.
+    {
+        use tempora::service::conversations as conv;
+        let p = format!("{s}/ConversationInput/properties/turns/maxItems");
+        check(p.clone(), at(&p), json!(conv::MAX_TURNS));
+        let p = format!("{s}/ConversationInput/properties/conversation/pattern");
+        check(p.clone(), at(&p), json!(format!("^[A-Za-z0-9_-]{{1,{}}}$", conv::MAX_ID)));
+        let p = format!("{s}/ConversationInput/properties/source/maxLength");
+        check(p.clone(), at(&p), json!(tempora_storage::MAX_SOURCE_BYTES));
+        let p = format!("{s}/ConversationTurn/properties/speaker/maxLength");
+        check(p.clone(), at(&p), json!(conv::MAX_SPEAKER_BYTES));
+    }
     // Reports.
     let runs = &parameter(doc, "/api/reports/{id}/runs", "get", "limit")["schema"];
     check("GET /api/reports/{id}/runs limit".into(), &runs["maximum"], json!(reports::MAX_RUNS));

@@ -1,19 +1,23 @@
 //! Conversations as memory, and their continuation.
 //!
-//! A turn's messages are stored as facts in the caller's tenant, so they
-//! can be recalled like anything else (`/api/search`, MCP, the `memory`
-//! agent):
+//! A turn's messages are stored in the caller's tenant in the shape every
+//! conversation has (`service/conversations.rs`, `POST /api/conversations`,
+//! `docs/conversations.md`), so they can be recalled like anything else
+//! (`/api/search`, MCP, the `memory` agent):
 //!
 //! | subject | predicate | object |
 //! |---|---|---|
+//! | `Person:user` (the human) | `said` | the message |
+//! | `Agent:<front man>` (the answer) | `said` | the message |
+//! | `Conversation:<id>` | `participant` | `Person:user`, `Agent:<front man>` |
 //! | `Conversation:<id>` | `network` | the network's name |
-//! | `Message:<id>-<n>` | `in_conversation` | `Conversation:<id>` (an edge) |
-//! | `Message:<id>-<n>` | `role` | `human` or `ai` |
-//! | `Message:<id>-<n>` | `agent` | the agent that spoke or was spoken to |
-//! | `Message:<id>-<n>` | `text` | the message |
+//! | `Conversation:<id>` | `turns` | how many messages it holds |
 //!
-//! each valid from the moment the message was said, with source
-//! `Conversation:<id>`. `<n>` counts the conversation's messages from 0.
+//! each `said` fact valid from the moment the message was said, with
+//! properties `{"conversation": "<id>", "turn": <n>, "speaker": ...}` and
+//! source `Conversation:<id>`. `<n>` counts the conversation's messages from
+//! 0: after the messages the context carries, or after those stored, if
+//! more.
 //!
 //! Continuation is stateless, as neuro-san specifies: the answer's
 //! `chat_context` carries the front man's whole history, led by a SYSTEM
@@ -21,19 +25,31 @@
 //! back, it is all any server needs to go on; nothing is looked up.
 
 use super::wire::{ChatContext, ChatHistory, ChatMessage, MessageType, Origin};
+use crate::service::conversations::{self, Extra, Turn};
 use crate::service::ServiceError;
 use crate::service::Service;
+use crate::store::is_entity_ref;
 use serde_json::{json, Map, Value};
-use crate::store::{FactInput, WriteOp};
 
 /// The source stamped on conversation facts and on what a turn remembers.
 pub fn source(id: &str) -> String {
-    format!("Conversation:{id}")
+    conversations::entity(id)
 }
 
-/// Longest message text stored as a fact; the rest is cut (and marked).
-const MAX_STORED_TEXT: usize = 16 * 1024;
-const MAX_ID: usize = 64;
+/// The entity of the human side of every chat.
+pub const HUMAN: &str = "Person:user";
+
+/// The entity of an agent: `Agent:<name>` (its slug, if the name is not
+/// one an entity may have).
+pub fn agent_entity(name: &str) -> String {
+    let e = format!("Agent:{name}");
+    if is_entity_ref(&e) {
+        e
+    } else {
+        let s = conversations::slug(name);
+        format!("Agent:{}", if s.is_empty() { "agent" } else { &s })
+    }
+}
 
 /// Where a turn continues from.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,33 +106,33 @@ impl Thread {
 }
 
 fn new_id() -> String {
-    uuid::Uuid::now_v7().simple().to_string()
+    conversations::new_id()
 }
 
 fn valid_id(v: &Value) -> Result<String, String> {
     match v.as_str() {
-        Some(s)
-            if !s.is_empty()
-                && s.len() <= MAX_ID
-                && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') =>
-        {
-            Ok(s.to_string())
-        }
-        _ => Err(format!("chat_context: conversation_id must be 1 to {MAX_ID} letters, digits, '-' or '_', got {v}")),
+        Some(s) if conversations::is_valid_id(s) => Ok(s.to_string()),
+        _ => Err(format!(
+            "chat_context: conversation_id must be 1 to {} letters, digits, '-' or '_', got {v}",
+            conversations::MAX_ID
+        )),
     }
 }
 
 /// One message to store.
 pub struct Said<'a> {
+    /// The human's message (else the agent's answer).
     pub human: bool,
+    /// The front man: the agent spoken to, or that answered.
     pub agent: &'a str,
     pub text: &'a str,
     /// Unix ms.
     pub at: i64,
 }
 
-/// Stores `said` as messages `first..` of conversation `id` of `network`, in
-/// one transaction.
+/// Stores `said` as messages of conversation `id` of `network`, numbered
+/// from `first` (or after the messages stored, if more), in one
+/// transaction.
 pub async fn store(
     st: &Service,
     tenant: &str,
@@ -125,46 +141,17 @@ pub async fn store(
     first: usize,
     said: &[Said<'_>],
 ) -> Result<(), ServiceError> {
-    let conversation = source(id);
-    let fact = |subject: &str, predicate: &str, object: Value, at: i64, props: Option<Map<String, Value>>| {
-        WriteOp::Assert(FactInput {
-            subject: subject.to_string(),
-            predicate: predicate.to_string(),
-            object,
-            source: Some(conversation.clone()),
-            valid_from: Some(at),
-            properties: props,
-            ..FactInput::default()
+    let turns = said
+        .iter()
+        .map(|s| Turn {
+            speaker: if s.human { HUMAN.to_string() } else { agent_entity(s.agent) },
+            text: s.text.to_string(),
+            at: s.at,
         })
-    };
-    let start = said.first().map_or(0, |s| s.at);
-    let mut ops = vec![fact(&conversation, "network", json!(network), start, None)];
-    for (n, s) in said.iter().enumerate() {
-        let message = format!("Message:{id}-{}", first + n);
-        let (text, cut) = clip(s.text);
-        let props = cut.then(|| {
-            let mut m = Map::new();
-            m.insert("truncated_from_bytes".into(), json!(s.text.len()));
-            m
-        });
-        ops.push(fact(&message, "in_conversation", json!(conversation), s.at, None));
-        ops.push(fact(&message, "role", json!(if s.human { "human" } else { "ai" }), s.at, None));
-        ops.push(fact(&message, "agent", json!(s.agent), s.at, None));
-        ops.push(fact(&message, "text", json!(text), s.at, props));
-    }
-    st.memory.write(tenant, ops, None).await?.map_err(|_| ServiceError::Internal)?;
+        .collect();
+    let extra = Extra { first_turn_at_least: first as u64, about: vec![("network", json!(network))] };
+    st.store_turns(tenant, id, turns, None, extra, None).await?;
     Ok(())
-}
-
-fn clip(text: &str) -> (&str, bool) {
-    if text.len() <= MAX_STORED_TEXT {
-        return (text, false);
-    }
-    let mut end = MAX_STORED_TEXT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    (&text[..end], true)
 }
 
 #[cfg(test)]

@@ -238,8 +238,10 @@ fn list(out: &mut String, facts: &[Fact]) {
     }
 }
 
+/// What someone said (`said`, `service/conversations.rs`), or a fact
+/// about a conversation.
 fn is_conversation(f: &Fact) -> bool {
-    f.subject.starts_with("Message:") || f.subject.starts_with("Conversation:")
+    f.predicate == crate::service::conversations::SAID || f.subject.starts_with("Conversation:")
 }
 
 pub fn fact_text(f: &Fact) -> String {
