@@ -9,6 +9,7 @@ pub mod graph;
 pub mod text;
 pub mod tokens;
 pub mod walk;
+pub mod when;
 
 use crate::store::{MemoryStore, EngineError, Fact, FactQuery, MAX_PAGE};
 
