@@ -132,6 +132,14 @@ fn rows(a: &Made) -> Vec<Row> {
         row(p.clone(), "/api/context", "/api/context", j(json!({"seeds": ["Person:nasx"]})), Own(200)),
         row(p.clone(), "/api/ask", "/api/ask", j(json!({"question": "What is the motto of Person:nasx?"})), Own(200)),
         row(p.clone(), "/api/digest", "/api/digest", j(json!({"content": "Person:nasx likes Thing:b."})), Own(200)),
+        // A's conversation id, in B's tenant: B's own conversation, numbered from 0.
+        row(
+            p.clone(),
+            "/api/conversations",
+            "/api/conversations",
+            j(json!({"conversation": "nas-talk", "turns": [{"speaker": "Person:nasx", "text": "b's own words"}]})),
+            Own(201),
+        ),
         row(g.clone(), "/api/connectors", "/api/connectors", Body::None, Own(200)),
         row(
             p.clone(),
@@ -405,6 +413,9 @@ async fn make_everything(http: &Http, a: &Who) -> Made {
         .await;
     made.report = ok(&r, 201)["id"].as_str().unwrap().to_string();
     ok(&http.post(a, &format!("/api/reports/{}/run", made.report), json!({})).await, 200);
+    // A transcript stored as a conversation.
+    let talk = json!({"conversation": "nas-talk", "turns": [{"speaker": "Person:nasx", "text": format!("{MARK} said")}]});
+    ok(&http.post(a, "/api/conversations", talk).await, 201);
     // A NeuroSan conversation; its chat_context names it.
     let chat = http
         .post(
