@@ -16,11 +16,7 @@ use super::indexer::IndexState;
 use super::query::{request_filters, text_query, verified_hits, POOL};
 use super::rank::{Candidate, RankContext, RankedList, Ranker};
 use super::request::SearchRequest;
-// TEMP shim until recall::when lands
-mod when {
-    pub struct W { pub from: i64, pub until: i64, pub text: String, pub spans: Vec<(usize, usize)> }
-    pub fn ground(_: &str, _: i64) -> Option<W> { None }
-}
+use crate::recall::when;
 use crate::store::Fact;
 use serde::Serialize;
 use crate::store::FactId;
@@ -78,7 +74,11 @@ pub fn window(req: &SearchRequest, now: i64) -> Option<Window> {
         return None;
     }
     let w = when::ground(&req.question, req.reference_time.unwrap_or(now))?;
-    Some(Window { from: w.from, until: w.until, text: Some(w.text), source: "question", spans: w.spans })
+    // The parser's open ends ("before 2020", "since May") are this
+    // module's: no filter on that side.
+    let from = if w.from <= when::OPEN_START { OPEN_START } else { w.from };
+    let until = if w.until >= when::OPEN_END { OPEN_END } else { w.until };
+    Some(Window { from, until, text: Some(w.text), source: "question", spans: w.spans })
 }
 
 /// The question without the words that named its time.
@@ -198,6 +198,23 @@ mod tests {
         assert_eq!(without_time(q, None), q);
         // Overlapping or out-of-range spans are skipped, not a panic.
         assert_eq!(without_time(q, Some(&w(vec![(17, 20), (18, 22), (40, 50)]))), "What did Dana do  May 2024?");
+    }
+
+    #[test]
+    fn the_question_or_the_request_sets_the_interval() {
+        let at = 1_765_108_800_000; // 2025-12-07T12:00Z
+        let req = |q: &str| SearchRequest { question: q.into(), reference_time: Some(at), ..Default::default() };
+        let w = window(&req("what did I do before 2020?"), 0).unwrap();
+        assert_eq!((w.from, w.until, w.source), (OPEN_START, 1_577_836_800_000, "question"));
+        let w = window(&req("what happened since 2025?"), 0).unwrap();
+        assert_eq!((w.from, w.until), (1_735_689_600_000, at));
+        assert!(window(&req("what did I do?"), 0).is_none());
+        // The time signal off: the question is not read; a range given is used.
+        let off = SearchRequest { signals: super::super::Signals::none(), ..req("in 2020") };
+        assert!(window(&off, 0).is_none());
+        let given = SearchRequest { valid_until: Some(5), ..off };
+        let w = window(&given, 0).unwrap();
+        assert_eq!((w.from, w.until, w.source), (OPEN_START, 5, "request"));
     }
 
     #[test]
