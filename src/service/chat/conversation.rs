@@ -22,7 +22,8 @@
 //! Continuation is stateless, as neuro-san specifies: the answer's
 //! `chat_context` carries the front man's whole history, led by a SYSTEM
 //! message whose `structure.conversation_id` names the conversation. Sent
-//! back, it is all any server needs to go on; nothing is looked up.
+//! back, it is all any server needs to go on (the count of stored
+//! messages only moves the numbering on, when it is ahead of the context).
 
 use super::wire::{ChatContext, ChatHistory, ChatMessage, MessageType, Origin};
 use crate::service::conversations::{self, Extra, Turn};
@@ -189,6 +190,13 @@ mod tests {
         let t = Thread::continue_from(Some(&ctx), "memory").unwrap();
         assert_ne!(t.id, fresh.id);
         assert_eq!(t.messages.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["q", "a"]);
+    }
+
+    #[test]
+    fn agents_are_entities() {
+        assert_eq!(agent_entity("memory"), "Agent:memory");
+        assert_eq!(agent_entity("Trip Planner"), "Agent:trip_planner");
+        assert_eq!(agent_entity(" "), "Agent:agent");
     }
 
     #[test]
