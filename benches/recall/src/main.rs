@@ -4,6 +4,12 @@
 //!   generated long multi-session conversations (`gen.rs`), loaded into a
 //!   real `tempora serve` over HTTP, next to a plain BM25 floor over the same
 //!   turns (`quality.rs`).
+//! - `conversations`: evidence recall@1/5/10 of `/api/search` by question
+//!   category (single-hop, multi-hop, temporal, open-domain) on generated
+//!   conversations between two named people (`people.rs`), each session
+//!   stored with `POST /api/conversations`, for BM25 alone, BM25 plus each
+//!   ranking signal (graph, time, entity, diverse) and all of them
+//!   (`conversations.rs`).
 //! - `speed`: in-process latency percentiles of search, context packets and
 //!   walks over an engine preloaded with 1M facts, next to raw engine and
 //!   raw tantivy peers (`speed.rs`).
@@ -11,10 +17,14 @@
 //! ```text
 //! cargo build --release -p tempora -p tempora-recall-bench
 //! target/release/tempora-recall-bench quality
+//! target/release/tempora-recall-bench conversations
+//! target/release/tempora-recall-bench conversations --misses --config all --kind temporal
 //! target/release/tempora-recall-bench speed --facts 1000000
 //! ```
 
+mod conversations;
 mod gen;
+mod people;
 mod quality;
 mod speed;
 
@@ -54,6 +64,30 @@ enum Cmd {
         #[arg(long)]
         kind: Option<String>,
     },
+    /// Evidence recall by category on conversations between two people, per
+    /// ranking signal.
+    Conversations {
+        /// The tempora binary to serve with.
+        #[arg(long, default_value = "target/release/tempora")]
+        tempora: PathBuf,
+        #[arg(long, default_value_t = 20)]
+        conversations: usize,
+        #[arg(long, default_value_t = 20260101)]
+        seed: u64,
+        /// Print every question missed at `miss_k` (with the top hits).
+        #[arg(long)]
+        misses: bool,
+        /// The configuration whose misses are listed: bm25, +graph, +time,
+        /// +entity, +diverse or all.
+        #[arg(long, default_value = "all", allow_hyphen_values = true)]
+        config: String,
+        /// A miss is a question with gold outside the top `miss_k` (1, 5 or 10).
+        #[arg(long, default_value_t = 5)]
+        miss_k: usize,
+        /// Only this category in the miss listing.
+        #[arg(long)]
+        kind: Option<String>,
+    },
     /// Latency of search, context and walk at scale, in process.
     Speed {
         /// Facts in the store.
@@ -75,6 +109,10 @@ fn main() -> Result<()> {
             let filter = Misses { on: misses, split, k: miss_k, kind };
             tokio::runtime::Runtime::new()?.block_on(run_quality(tempora, conversations, seed, filter))
         }
+        Cmd::Conversations { tempora, conversations, seed, misses, config, miss_k, kind } => {
+            let filter = conversations::Misses { on: misses, config, k: miss_k, category: kind };
+            tokio::runtime::Runtime::new()?.block_on(conversations::run(tempora, conversations, seed, filter))
+        }
         Cmd::Speed { facts, queries, data_dir } => speed::run(facts, queries, data_dir),
     }
 }
@@ -95,7 +133,8 @@ async fn run_quality(binary: PathBuf, n: usize, seed: u64, misses: Misses) -> Re
     println!("dataset: {n} conversations, {sessions} sessions, {turns} turns, {questions} questions (seed {seed})");
     let dir = std::env::temp_dir().join(format!("tempora-recall-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let server = quality::Server::start(&binary, &dir, &convs)?;
+    let ids: Vec<usize> = convs.iter().map(|c| c.id).collect();
+    let server = quality::Server::start(&binary, &dir, &ids)?;
     let client = reqwest::Client::new();
     let started = std::time::Instant::now();
     let facts = quality::load(&client, &server.base, &convs).await?;

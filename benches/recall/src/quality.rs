@@ -47,12 +47,18 @@ pub fn score(hits: &[(usize, usize)], gold: &[(usize, usize)]) -> Score {
     s
 }
 
-pub fn tenant(c: &Conversation) -> String {
-    format!("conv-{:02}", c.id)
+fn key(c: &Conversation) -> String {
+    key_of(c.id)
 }
 
-fn key(c: &Conversation) -> String {
-    format!("bench-key-{:02}", c.id)
+/// The tenant of conversation `id`.
+pub fn tenant_of(id: usize) -> String {
+    format!("conv-{id:02}")
+}
+
+/// The bearer key of conversation `id`'s tenant.
+pub fn key_of(id: usize) -> String {
+    format!("bench-key-{id:02}")
 }
 
 /// A `tempora serve` started for the run, on a temp data dir.
@@ -62,8 +68,9 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn start(binary: &Path, data_dir: &Path, convs: &[Conversation]) -> Result<Server> {
-        let keys: Vec<String> = convs.iter().map(|c| format!("{}={}", tenant(c), key(c))).collect();
+    /// Serves one tenant per conversation id (`tenant_of`, `key_of`).
+    pub fn start(binary: &Path, data_dir: &Path, ids: &[usize]) -> Result<Server> {
+        let keys: Vec<String> = ids.iter().map(|id| format!("{}={}", tenant_of(*id), key_of(*id))).collect();
         let mut cmd = Command::new(binary);
         cmd.args(["serve", "--data-dir"])
             .arg(data_dir)
