@@ -38,7 +38,10 @@ pub const TIME_WEIGHT: f64 = 2.0;
 /// The valid-time interval a search is about: `[from, until)`, unix ms.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Window {
+    /// `null` in JSON when open.
+    #[serde(serialize_with = "open_as_null")]
     pub from: i64,
+    #[serde(serialize_with = "open_as_null")]
     pub until: i64,
     /// The words of the question that named it; absent for an interval the
     /// request gave.
@@ -49,6 +52,14 @@ pub struct Window {
     /// Byte ranges of the question that named it.
     #[serde(skip)]
     pub spans: Vec<(usize, usize)>,
+}
+
+fn open_as_null<S: serde::Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
+    if *v == OPEN_START || *v == OPEN_END {
+        s.serialize_none()
+    } else {
+        s.serialize_i64(*v)
+    }
 }
 
 impl Window {

@@ -513,7 +513,7 @@ async fn a_valid_time_range_ranks_the_facts_inside_it_first() {
     let r = api.get(&format!("/api/search?question={}&valid_from={}", enc("Dana hiking"), JAN_2024 + 274 * DAY)).await;
     let v = r.expect(200);
     assert_eq!(v["answer_facts"][0]["object"], "went hiking near the lake", "{v}");
-    assert_eq!(v["time"]["until"], json!(i64::MAX), "{v}");
+    assert_eq!(v["time"]["until"], Value::Null, "an open end: {v}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
