@@ -10,6 +10,7 @@
 //! name's own words, which every fact of the entity shares) restricted to
 //! facts whose subject is a named entity.
 
+pub use super::focus::Named;
 use super::indexer::IndexState;
 use super::query::{request_filters, text_query, verified_hits, POOL};
 use super::rank::{RankContext, RankedList, Ranker};
@@ -30,14 +31,6 @@ const MAX_NAME_WORDS: usize = 3;
 /// Documents read per name looked up: enough to see every entity sharing
 /// a name, as each entity's documents are read once per segment at most.
 const PER_NAME: usize = 64;
-
-/// An entity the question names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Named {
-    pub entity: String,
-    /// The name's terms (left out of the entity list's text query).
-    pub terms: Vec<String>,
-}
 
 /// The entities `req.question` names, in the order it names them.
 pub fn resolve(state: &IndexState, tenant: &str, req: &SearchRequest) -> anyhow::Result<Vec<Named>> {

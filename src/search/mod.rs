@@ -5,7 +5,8 @@
 //! - `schema`: index fields and the document of a memory item.
 //! - `indexer`: follows the change log; the watermark rides in the commit.
 //! - `query`: the BM25 and graph-proximity rankers.
-//! - `time`: the valid-time interval a search is about, and its ranker.
+//! - `focus`: what a search is about (its interval, the entities it names).
+//! - `time`: the interval from the request or the question, and its ranker.
 //! - `entities`: the entities a question names, and their ranker.
 //! - `rank`: ranked lists, the [`Ranker`] interface and their fusion (RRF).
 //! - `diverse`: near-duplicates spread out of the top (MMR).
@@ -18,6 +19,7 @@
 
 pub mod diverse;
 pub mod entities;
+pub mod focus;
 pub mod indexer;
 pub mod neighbours;
 pub mod query;
@@ -28,7 +30,7 @@ pub mod time;
 pub mod tokenize;
 
 pub use request::{SearchRequest, Signals};
-pub use time::Window;
+pub use focus::Window;
 
 pub use indexer::{index_dir, rebuild, IndexerMetrics, Rebuilt};
 pub use rank::{Candidate, RankContext, RankedList, Ranker};

@@ -71,9 +71,9 @@ pub struct RankContext<'a> {
     /// How many verified facts the list should try to hold.
     pub want: usize,
     /// The valid-time interval the search is about, if any.
-    pub window: Option<&'a super::time::Window>,
+    pub window: Option<&'a super::focus::Window>,
     /// The entities the question names (by ref, id or name).
-    pub named: &'a [super::entities::Named],
+    pub named: &'a [super::focus::Named],
 }
 
 /// A source of one ranked list. Implementations must return only facts of

@@ -17,8 +17,8 @@ use super::query::{request_filters, text_query, verified_hits, POOL};
 use super::rank::{Candidate, RankContext, RankedList, Ranker};
 use super::request::SearchRequest;
 use crate::recall::when;
+pub use super::focus::{Window, OPEN_END, OPEN_START};
 use crate::store::Fact;
-use serde::Serialize;
 use crate::store::FactId;
 use std::collections::HashSet;
 use std::ops::Bound;
@@ -26,47 +26,10 @@ use std::sync::Arc;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery};
 use tantivy::Term;
 
-/// The open ends of an interval.
-pub const OPEN_START: i64 = i64::MIN;
-pub const OPEN_END: i64 = i64::MAX;
-
 /// What a rank in the time list counts for, against 1 for the others: a
 /// fact in the interval should beat one that only shares words with the
 /// question, so the list weighs more than one plain list.
 pub const TIME_WEIGHT: f64 = 2.0;
-
-/// The valid-time interval a search is about: `[from, until)`, unix ms.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Window {
-    /// `null` in JSON when open.
-    #[serde(serialize_with = "open_as_null")]
-    pub from: i64,
-    #[serde(serialize_with = "open_as_null")]
-    pub until: i64,
-    /// The words of the question that named it; absent for an interval the
-    /// request gave.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-    /// `question` or `request`.
-    pub source: &'static str,
-    /// Byte ranges of the question that named it.
-    #[serde(skip)]
-    pub spans: Vec<(usize, usize)>,
-}
-
-fn open_as_null<S: serde::Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
-    if *v == OPEN_START || *v == OPEN_END {
-        s.serialize_none()
-    } else {
-        s.serialize_i64(*v)
-    }
-}
-
-impl Window {
-    pub fn overlaps(&self, f: &Fact) -> bool {
-        f.valid_from < self.until && f.valid_until.is_none_or(|u| u > self.from)
-    }
-}
 
 /// The interval of `req`: the explicit one, else the question's (with the
 /// time signal on), resolved against `now` when the request names no
@@ -221,7 +184,7 @@ mod tests {
         assert_eq!((w.from, w.until), (1_735_689_600_000, at));
         assert!(window(&req("what did I do?"), 0).is_none());
         // The time signal off: the question is not read; a range given is used.
-        let off = SearchRequest { signals: super::super::Signals::none(), ..req("in 2020") };
+        let off = SearchRequest { signals: super::super::request::Signals::none(), ..req("in 2020") };
         assert!(window(&off, 0).is_none());
         let given = SearchRequest { valid_until: Some(5), ..off };
         let w = window(&given, 0).unwrap();

@@ -8,6 +8,13 @@ use jiff::{Span, Timestamp};
 
 use super::words::{Season, Unit};
 
+/// The open start of an interval with no lower bound ("before 2020"). Not
+/// `i64::MIN` (nor 0, which is 1970 and would cut off historical facts):
+/// a quarter of the range leaves room for arithmetic on it without overflow.
+pub const OPEN_START: i64 = i64::MIN / 4;
+/// The open end of an interval with no upper bound ("after June 2023").
+pub const OPEN_END: i64 = i64::MAX / 4;
+
 /// [from, until), unix ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Interval {

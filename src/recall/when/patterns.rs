@@ -2,9 +2,8 @@
 //! token and says where it ends. The scan keeps, at each position, the
 //! longest expression any of them reads there.
 
-use super::calendar::{self as cal, Clock, Interval, Part};
+use super::calendar::{self as cal, Clock, Interval, Part, OPEN_END, OPEN_START};
 use super::words::{self, Season, Unit, Words};
-use super::{OPEN_END, OPEN_START};
 
 /// An expression read at a position: the interval it names and the token after it.
 pub(super) struct Found {
