@@ -17,10 +17,11 @@
 //!   questions that name the person;
 //! - things tried: per person, 4 kinds (sports, instruments, cuisines,
 //!   places travelled, crafts, languages, board games), 3-4 items of each
-//!   tried in different sessions; one item of each kind comes back in 1-3
-//!   later sessions in near-duplicate words that echo the question ("Of all
-//!   the sports I've tried it's the one I keep going back to"): the trap for
-//!   diversity;
+//!   tried in different sessions, each first try in words that share one
+//!   word with the question ("a whole new sport for me"); one item of each
+//!   kind comes back in 1-3 later sessions in near-duplicate words that
+//!   share all of them ("Of all the sports I've tried it's the one I keep
+//!   going back to"): the trap for diversity;
 //! - facts stated once: 4-5 per person (a pet's name, where a sibling lives,
 //!   the job, a partner, where they grew up, an allergy, the car, a child, a
 //!   birthday), several in words the question does not use;
@@ -232,8 +233,9 @@ const KINDS: &[Kind] = &[
         ],
         tries: &[
             "I tried {item} for the first time on Saturday, every muscle I own aches today.",
-            "Went to a beginners' {item} session last night, I was hopeless but it was brilliant fun.",
-            "A friend from work dragged me along to {item} this week and I actually loved it.",
+            "Went to a beginners' {item} session last night, a whole new sport for me and I was hopeless.",
+            "A friend from work dragged me along to {item} this week, what a sport, I actually loved it.",
+            "Had a go at {item} with my cousin yesterday, I think I've found my sport.",
         ],
         repeats: &[
             "Still obsessed with {item}. Of all the sports I've tried it's the one I keep going back to.",
@@ -255,9 +257,10 @@ const KINDS: &[Kind] = &[
             "trumpet", "accordion",
         ],
         tries: &[
-            "I had my first {item} lesson today, my fingers are killing me.",
-            "Bought a secondhand {item} online and started teaching myself from videos.",
-            "Signed up for {item} lessons at the community centre, the first one was tonight.",
+            "I had my first {item} lesson today, a proper instrument at last, and my fingers are killing me.",
+            "Bought a secondhand {item} online, a new instrument to teach myself from videos.",
+            "Signed up for {item} lessons at the community centre and played it for the first time tonight.",
+            "My neighbour lent me an old {item} and I played my first tune on it this evening.",
         ],
         repeats: &[
             "Still can't put the {item} down. Of all the instruments I've played it's the one I love most.",
@@ -280,8 +283,9 @@ const KINDS: &[Kind] = &[
         ],
         tries: &[
             "We tried {item} food for the first time tonight, I'm still full.",
-            "Found a little {item} restaurant near work and had lunch there today, amazing.",
-            "Cooked my first {item} dish from a recipe book tonight, not bad at all.",
+            "Had lunch at a little {item} restaurant near work today, what a cuisine.",
+            "Cooked my first {item} dish tonight, a whole new cuisine for me.",
+            "A colleague took me out for {item} at lunchtime, first time I've tried it and I'm converted.",
         ],
         repeats: &[
             "Craving {item} food again. Of all the cuisines I've tried it's still my favourite.",
@@ -297,15 +301,16 @@ const KINDS: &[Kind] = &[
     },
     Kind {
         name: "travel",
-        question: "Where has {p} travelled?",
+        question: "Which places has {p} travelled to?",
         items: &[
             "Lisbon", "Kyoto", "Reykjavik", "Edinburgh", "Vancouver", "Marrakech", "Prague", "Cape Town", "Copenhagen",
             "Buenos Aires", "Istanbul", "Hanoi",
         ],
         tries: &[
-            "Just got back from four days in {item}, my feet are destroyed from all the walking.",
-            "Landed home from {item} last night, what a trip.",
-            "Spent the long weekend in {item} and I didn't want to leave.",
+            "Just back from travelling to {item}, four days of walking and my feet are destroyed.",
+            "Landed home from {item} last night, the best travel I've done in ages.",
+            "Travelled to {item} for the long weekend and I didn't want to leave.",
+            "Home from a week of travel around {item}, I could have stayed a month.",
         ],
         repeats: &[
             "Looking at my photos from {item} again. Of all the places I've travelled to, it's still the best.",
@@ -327,9 +332,10 @@ const KINDS: &[Kind] = &[
             "watercolour painting", "stained glass", "leatherwork", "quilting", "origami",
         ],
         tries: &[
-            "Went to a {item} workshop this afternoon and made something almost usable.",
+            "Went to a {item} workshop this afternoon, my first go at the craft.",
             "Started {item} this week with a kit from the craft shop.",
-            "Spent my whole Sunday trying {item} for the first time.",
+            "Spent my whole Sunday on {item}, a new craft for me.",
+            "Joined an evening class in {item} at the craft centre, it's harder than it looks.",
         ],
         repeats: &[
             "Still hooked on {item}. Of all the crafts I've taken up it's the one that stuck.",
@@ -351,9 +357,10 @@ const KINDS: &[Kind] = &[
             "Welsh", "Icelandic",
         ],
         tries: &[
-            "Started learning {item} with an app this week, ask me how to order a coffee.",
-            "Had my first {item} class tonight, the grammar is brutal.",
-            "Signed up for an evening course in {item}, the first lesson was today.",
+            "Started learning {item} with an app this week, ask me how to order a coffee in my new language.",
+            "Had my first {item} class tonight, what a language, the grammar is brutal.",
+            "Signed up for an evening language course in {item}, the first lesson was today.",
+            "Bought a beginners' {item} textbook and did my first language exercises on the train.",
         ],
         repeats: &[
             "Still loving my {item}. Of all the languages I've studied it's the one I enjoy most.",
@@ -377,7 +384,8 @@ const KINDS: &[Kind] = &[
         tries: &[
             "Played {item} for the first time at a friend's place tonight, I lost badly.",
             "Our games night this week was {item}, I finally learned the rules.",
-            "Someone taught me {item} at the pub on Friday, I'm hooked already.",
+            "Someone taught me {item} at the pub on Friday, I'm hooked on the game already.",
+            "My nephew taught me {item} on Sunday, a brilliant game, and I lost three times.",
         ],
         repeats: &[
             "I could play {item} every night. Of all the board games I've played it's still the best.",
@@ -524,7 +532,8 @@ const HOMETOWNS: &[&str] = &["Whitby", "Galway", "Porto", "Hobart", "Dunedin", "
 const ALLERGENS: &[&str] = &["peanuts", "prawns", "cashews", "kiwis", "sesame seeds", "walnuts"];
 const CARS: &[&str] =
     &["Volvo estate", "Fiat Panda", "Honda Civic", "Mini Cooper", "Ford Fiesta", "Toyota Yaris", "Skoda Octavia", "Citroen Berlingo"];
-const CHILDREN: &[&str] = &["Oscar", "Ivy", "Milo", "Ruby", "Arlo", "Elsie", "Otis", "Nell"];
+/// Four sons' names, then four daughters'.
+const CHILDREN: &[&str] = &["Oscar", "Milo", "Arlo", "Otis", "Ivy", "Ruby", "Elsie", "Nell"];
 
 /// A trait: the question it answers and three ways to state it, none using
 /// the question's words.
@@ -797,8 +806,8 @@ fn fact(kind: &str, who: usize, p: &str, rng: &mut Rng, picks: &[usize; 2]) -> (
             (format!("What car does {p} drive?"), says, format!("Maybe it's time to retire the {v}, {p}."))
         }
         "child" => {
-            let kid = *rng.pick(&["son", "daughter"]);
             let v = CHILDREN[i % CHILDREN.len()];
+            let kid = if i % CHILDREN.len() < 4 { "son" } else { "daughter" };
             let says = format!("My {kid} {v} is obsessed with dinosaurs, every sentence starts with 'did you know'.");
             (format!("What is the name of {p}'s {kid}?"), says, format!("Ha, {v} sounds brilliant, {p}."))
         }
@@ -848,8 +857,11 @@ pub fn conversation(seed: u64, id: usize) -> Conversation {
             let items = &item_order[k][skip..skip + count];
             let mut used: Vec<usize> = Vec::new();
             let mut firsts: Vec<(usize, &str)> = Vec::new();
-            for item in items {
-                let says = rng.pick(kind.tries).replace("{item}", item);
+            // Each first try in its own words: tries told alike would be
+            // near-duplicates of each other.
+            let told = rng.pick_n(kind.tries, count);
+            for (item, template) in items.iter().zip(told) {
+                let says = template.replace("{item}", item);
                 let reply = rng.pick(kind.try_replies).replace("{Item}", &cap(item)).replace("{item}", item).replace("{p}", p);
                 let unit = Unit { person: who, plant: Plant::Try, says, reply, label: format!("{}:{item}", kind.name) };
                 let s = placer.place(rng, unit, |s| !used.contains(&s)).expect("room for a try");
@@ -1370,6 +1382,12 @@ mod tests {
                 assert!(tries.iter().all(|p| p.plant == Plant::Try));
                 let labels: BTreeSet<&str> = tries.iter().map(|p| p.label.as_str()).collect();
                 assert_eq!(labels.len(), tries.len(), "distinct items");
+                // Told in different words, not one template with another item.
+                let shapes: BTreeSet<String> = tries
+                    .iter()
+                    .map(|p| c.turn(p.key).unwrap().text.replace(p.label.split(':').nth(1).unwrap(), "{item}"))
+                    .collect();
+                assert_eq!(shapes.len(), tries.len(), "{}", q.text);
             }
             for who in c.people {
                 let repeats: Vec<&Planted> = c.planted.iter().filter(|p| p.plant == Plant::Repeat && p.person == who).collect();
@@ -1379,6 +1397,39 @@ mod tests {
                     assert!(r.key.0 > first.key.0);
                     let item = r.label.split(':').nth(1).unwrap();
                     assert!(c.turn(r.key).unwrap().text.contains(item));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn first_tries_share_a_question_word_and_repeats_share_them_all() {
+        let keywords = |q: &Question| -> Vec<String> {
+            q.text
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| w.len() >= 5 && *w != q.person && *w != "Which")
+                .map(|w| w.to_lowercase()[..4].to_string())
+                .collect()
+        };
+        for c in set() {
+            for q in c.questions.iter().filter(|q| q.category == Category::MultiHop) {
+                let kw = keywords(q);
+                assert!(kw.len() >= 2, "{}: {kw:?}", q.text);
+                let has = |k: (usize, usize)| {
+                    let text = c.turn(k).unwrap().text.to_lowercase();
+                    kw.iter().filter(|w| text.contains(w.as_str())).count()
+                };
+                for g in &q.gold {
+                    let n = has(*g);
+                    assert!(n >= 1 && n < kw.len(), "{} / {}", q.text, c.turn(*g).unwrap().text);
+                }
+                let kind = c.planted.iter().find(|p| p.key == q.gold[0]).unwrap().label.split(':').next().unwrap().to_string();
+                let repeats = c
+                    .planted
+                    .iter()
+                    .filter(|p| p.plant == Plant::Repeat && p.person == q.person && p.label.starts_with(&format!("{kind}:")));
+                for r in repeats {
+                    assert_eq!(has(r.key), kw.len(), "{} / {}", q.text, c.turn(r.key).unwrap().text);
                 }
             }
         }
