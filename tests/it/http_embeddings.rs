@@ -163,7 +163,7 @@ async fn without_embeddings_search_answers_from_full_text() {
     let (work, _, _) = load(&api).await;
     let r = search(&api, "where does zed work").await;
     assert_eq!(r["answer_facts"][0]["id"], work.as_str(), "{r}");
-    assert_eq!(reasons(match_of(&r, &work).unwrap()), ["bm25"]);
+    assert_eq!(reasons(match_of(&r, &work).unwrap()), ["bm25", "entity"], "zed names Person:zed; no vector list");
     assert!(r.get("unavailable").is_none(), "no provider is not a failure: {r}");
     // No similarity without a model: a question sharing no word finds nothing.
     let r = search(&api, "employer?").await;
@@ -342,7 +342,7 @@ async fn the_key_never_reaches_the_log_and_the_outbound_policy_applies() {
     assert!(server.stderr().contains("allow_private"), "{}", server.stderr());
     assert!(fake.requests().is_empty(), "no request reached the loopback endpoint");
     let r = search(&api, "where does zed work").await;
-    assert_eq!(reasons(&r["matches"][0]), ["bm25"], "{r}");
+    assert_eq!(reasons(&r["matches"][0]), ["bm25", "entity"], "no vector list: {r}");
     let _ = work;
     server.stop_ok();
 }
@@ -369,7 +369,7 @@ async fn search_falls_back_when_the_question_cannot_be_embedded() {
     let r = resp.expect(200);
     assert_eq!(r["answer_facts"][0]["id"], work.as_str(), "{r}");
     assert_eq!(r["unavailable"], json!(["vector"]), "{r}");
-    assert_eq!(reasons(&r["matches"][0]), ["bm25"]);
+    assert_eq!(reasons(&r["matches"][0]), ["bm25", "entity"], "no vector list");
     assert!(metric(&api, "tempora_embeddings_failures_total").await >= 1.0);
     assert!(server.stderr().contains("answering without the vector list"));
     server.stop_ok();
