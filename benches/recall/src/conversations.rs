@@ -311,7 +311,7 @@ pub async fn run(binary: PathBuf, n: usize, seed: u64, misses: Misses) -> Result
         for (q, row) in c.questions.iter().zip(answers) {
             let replies = replies_to(c, q);
             for (i, a) in row.iter().enumerate() {
-                table.add(i, q.category, quality::score(&a.hits, &q.gold));
+                table.add(i, q.category, quality::score(&q.credited(&a.hits), &q.gold));
                 stale += a.stale as usize;
                 for h in a.hits.iter().take(5) {
                     top[i][0] += 1;
@@ -321,7 +321,7 @@ pub async fn run(binary: PathBuf, n: usize, seed: u64, misses: Misses) -> Result
             }
             grounding.add(q, &row[CONFIGS.len() - 1]);
             let a = &row[miss_config];
-            let s = quality::score(&a.hits, &q.gold);
+            let s = quality::score(&q.credited(&a.hits), &q.gold);
             if misses.on && s.recall[miss_at] < 1.0 && misses.category.as_deref().is_none_or(|k| k == q.category.name()) {
                 print_miss(c, q, a, &misses, s.recall[miss_at]);
             }

@@ -43,7 +43,7 @@
 //! | category | asks | gold |
 //! |---|---|---|
 //! | `single-hop` | a fact stated once ("What is the name of Dana's dog?") | the turn that states it |
-//! | `multi-hop` | every item of a kind ("Which sports has Sam tried?") | each first try (3-4 turns, different sessions; the repeats are not gold) |
+//! | `multi-hop` | every item of a kind ("Which sports has Sam tried?") | each item once: its first try, or a later mention of it (3-4 items, different sessions; two mentions of one item count once) |
 //! | `temporal` | what a person did in a named interval, absolute ("in May 2024", "in the first week of March 2024", "in summer 2023") or relative to the reference time ("two months ago", "last month", "last year"), only for intervals holding 1-3 of the person's activities; and, for at most a third, when an event happened ("When did Sam run a half marathon?") | the person's activities in the interval; the event's turn |
 //! | `open-domain` | an inference from a trait ("Would Priya enjoy a hiking holiday?") | the two turns stating the trait |
 
@@ -79,6 +79,17 @@ pub struct Question {
     pub gold: Vec<(usize, usize)>,
     /// The interval the question names, `[from, until)` in unix ms.
     pub interval: Option<(i64, i64)>,
+    /// Turns that answer as well as a gold turn: `(turn, the gold turn it
+    /// stands for)`. A later mention of an item tried names it as well as
+    /// the first try does.
+    pub stands_for: Vec<((usize, usize), (usize, usize))>,
+}
+
+impl Question {
+    /// `hits` with each turn that stands for a gold turn replaced by it.
+    pub fn credited(&self, hits: &[(usize, usize)]) -> Vec<(usize, usize)> {
+        hits.iter().map(|h| self.stands_for.iter().find(|(t, _)| t == h).map_or(*h, |(_, g)| *g)).collect()
+    }
 }
 
 /// What a planted statement is.
@@ -1036,6 +1047,7 @@ pub fn conversation(seed: u64, id: usize) -> Conversation {
             person: p,
             gold: keys(Plant::Fact, p, label),
             interval: None,
+            stands_for: Vec::new(),
         });
     }
     for who in 0..2 {
@@ -1047,12 +1059,20 @@ pub fn conversation(seed: u64, id: usize) -> Conversation {
                 .map(|x| x.key)
                 .collect();
             gold.sort();
+            // A later mention of an item names it as well as its first try.
+            let first = |label: &str| planted.iter().find(|x| x.plant == Plant::Try && x.person == p && x.label == label);
+            let stands_for = planted
+                .iter()
+                .filter(|x| x.plant == Plant::Repeat && x.person == p && x.label.starts_with(&format!("{}:", KINDS[k].name)))
+                .filter_map(|x| first(&x.label).map(|f| (x.key, f.key)))
+                .collect();
             questions.push(Question {
                 category: Category::MultiHop,
                 text: KINDS[k].question.replace("{p}", p),
                 person: p,
                 gold,
                 interval: None,
+                stands_for,
             });
         }
     }
@@ -1073,6 +1093,7 @@ pub fn conversation(seed: u64, id: usize) -> Conversation {
                 person: p,
                 gold: keys(Plant::Trait, p, t),
                 interval: None,
+                stands_for: Vec::new(),
             });
         }
     }
@@ -1177,6 +1198,7 @@ fn temporal(rng: &mut Rng, people: [&'static str; 2], planted: &[Planted], turns
                 person: p,
                 gold: activities_in(planted, turns, p, c.from, c.until),
                 interval: Some((c.from, c.until)),
+                stands_for: Vec::new(),
             }
         })
         .collect();
@@ -1189,6 +1211,7 @@ fn temporal(rng: &mut Rng, people: [&'static str; 2], planted: &[Planted], turns
             person: e.person,
             gold: vec![e.key],
             interval: None,
+            stands_for: Vec::new(),
         });
     }
     out

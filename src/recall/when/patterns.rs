@@ -5,6 +5,11 @@
 use super::calendar::{self as cal, Clock, Interval, Part, OPEN_END, OPEN_START};
 use super::words::{self, Season, Unit, Words};
 
+/// Words that, up to four words before "up to", make it "doing" ("what was
+/// Sam up to", "what have you been up to"), not "until".
+const DOING_UP_TO: &[&str] =
+    &["am", "are", "be", "been", "being", "get", "gets", "getting", "got", "is", "s", "was", "were"];
+
 /// An expression read at a position: the interval it names and the token after it.
 pub(super) struct Found {
     pub iv: Interval,
@@ -251,7 +256,11 @@ impl Reader<'_, '_> {
         let glued_dash = |k: usize| w.any(k, &["-", "–"]) && w.glued(k);
         let (how, j) = if let Some(j) = w.seq(i, &["ever", "since"]).or_else(|| w.seq(i, &["since"])) {
             (Open::Since, j)
-        } else if let Some(j) = w.seq(i, &["up", "to"]).or_else(|| w.seq(i, &["up", "until"])) {
+        } else if let Some(j) = (w.seq(i, &["up", "to"]).or_else(|| w.seq(i, &["up", "until"])))
+            .filter(|_| !(i.saturating_sub(4)..i).any(|k| w.any(k, DOING_UP_TO)))
+        {
+            // "up to June" is until June; "what was Sam up to last month"
+            // asks what Sam did then.
             (Open::Until, j)
         } else if w.any(i, &["until", "till", "til", "through", "thru", "by"]) {
             (Open::Until, i + 1)

@@ -245,6 +245,11 @@ fn ranges() {
         ("since next year", DEC, "2027-01-01", "2028-01-01"),
         ("until June 2023", DEC, "-inf", "2023-07-01"),
         ("till June 2023", DEC, "-inf", "2023-07-01"),
+        ("up to June 2023", DEC, "-inf", "2023-07-01"),
+        // "up to" after a form of "be" or "get" asks what someone did.
+        ("What was Sam up to last month?", DEC, "2026-11-01", "2026-12-01"),
+        ("what have you been up to in May 2024", DEC, "2024-05-01", "2024-06-01"),
+        ("What did Dana get up to two months ago?", DEC, "2026-10-01", "2026-11-01"),
         ("before 2020", DEC, "-inf", "2020-01-01"),
         ("pre-2020", DEC, "-inf", "2020-01-01"),
         ("after June 2023", DEC, "2023-07-01", "+inf"),
