@@ -12,8 +12,9 @@
 //! disk's flush.
 //!
 //! - `one_subject/reassert_x100/<n>`: reasserting 100 of its values, each
-//!   superseding its older copy, so `n` stays the same; a value reasserted
-//!   many times over is read with its pair (`VALUE_PROBE` in the engine).
+//!   superseding its older copy, so `n` stays the same; at n = 10 each value
+//!   is reasserted many times over, and still found by one prefix read of
+//!   the live facts by value (`idx_spo`).
 //! - `one_subject/new_value_x100/<n>`: 100 values the subject never had (a
 //!   conversation's turns), after the above. The subject gains them as the
 //!   benchmark runs.

@@ -13,7 +13,7 @@
 //! ```text
 //! header   "TEMPORA-BACKUP\0\0" | u32 file version (1) | u32 store format
 //!          | u64 last tx | i64 its record time (ms) | i64 made at (ms)
-//! records  u8 keyspace (0..=8, `Keyspace::ALL` order) | u32 key length | key
+//! records  u8 keyspace (0..=9, `Keyspace::ALL` order) | u32 key length | key
 //!          | u32 value length | value                     (repeated)
 //! trailer  u8 0xFF | u64 record count | 32-byte BLAKE3 of every byte before it
 //! ```

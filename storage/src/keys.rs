@@ -219,11 +219,6 @@ pub fn os_prefix(t: TenantId, object: &Value, predicate: Option<&str>) -> Vec<u8
         None => k.finish(),
     }
 }
-/// The `idx_os` keys of one object, predicate and subject (each component
-/// is terminated, so the prefix holds exactly those).
-pub fn os_prefix_of(t: TenantId, object: &Value, predicate: &str, subject: &str) -> Vec<u8> {
-    KeyBuf::new().u32(t).bytes(&object_key(object)).str(predicate).str(subject).finish()
-}
 /// (subject, predicate, id) from an `idx_os` key.
 pub fn decode_os(key: &[u8]) -> Result<(String, String, FactId), StorageError> {
     let mut r = KeyReader::new(key);
@@ -233,6 +228,41 @@ pub fn decode_os(key: &[u8]) -> Result<(String, String, FactId), StorageError> {
     let s = r.string().map_err(corrupt)?;
     let id = Uuid::from_bytes(r.raw16().map_err(corrupt)?);
     Ok((s, p, id))
+}
+
+// --- idx_spo: tenant | subject | predicate | object | fact_id -> () -----------
+// One key per live fact, that is per `idx_sp` key (format 8): an assert
+// under `many` finds the live facts of its own value with one prefix read,
+// however many values the pair holds or how often this one was asserted.
+// The object is in its `idx_os` form, so a long one is a hash: the reader
+// compares the stored object.
+pub fn spo(t: TenantId, subject: &str, predicate: &str, object: &Value, id: FactId) -> Vec<u8> {
+    KeyBuf::new()
+        .u32(t)
+        .str(subject)
+        .str(predicate)
+        .bytes(&object_key(object))
+        .raw(id.as_bytes())
+        .finish()
+}
+/// The `idx_spo` keys of one value of (subject, predicate): the object is
+/// terminated, so the prefix holds exactly those.
+pub fn spo_prefix(t: TenantId, subject: &str, predicate: &str, object: &Value) -> Vec<u8> {
+    KeyBuf::new().u32(t).str(subject).str(predicate).bytes(&object_key(object)).finish()
+}
+/// (tenant, subject, predicate, fact id) from an `idx_spo` key: the
+/// `idx_sp` key of the same fact is `sp` of them.
+pub fn decode_spo(key: &[u8]) -> Result<(TenantId, String, String, FactId), StorageError> {
+    let mut r = KeyReader::new(key);
+    let t = r.u32().map_err(corrupt)?;
+    let s = r.string().map_err(corrupt)?;
+    let p = r.string().map_err(corrupt)?;
+    r.bytes().map_err(corrupt)?;
+    let id = Uuid::from_bytes(r.raw16().map_err(corrupt)?);
+    if !r.is_empty() {
+        return Err(StorageError::Corrupt("idx_spo key runs on past its fact id".into()));
+    }
+    Ok((t, s, p, id))
 }
 
 // --- log: tenant | tx -> LogEntry ------------------------------------------

@@ -8,8 +8,8 @@
 //! - [`Export`] (from [`crate::Engine::export`]) reads those items out of an
 //!   engine store.
 //! - [`Importer`] builds an engine store from them. What the engine derives
-//!   from the facts (the `idx_sp`, `idx_closed`, `idx_valid`, `idx_ps` and
-//!   `idx_os` keys, the tenant and source counts, the superseded-until
+//!   from the facts (the `idx_sp`, `idx_spo`, `idx_closed`, `idx_valid`,
+//!   `idx_ps` and `idx_os` keys, the tenant and source counts, the superseded-until
 //!   bounds) is derived again here as the write path would have written it,
 //!   with the engine's own encoders (`keys`, `fact_record`, `record`), so a
 //!   store imported from an export of a store is the same store, record for
@@ -421,6 +421,9 @@ impl Importer {
         let tenant = self.known_name(&f.tenant)?;
         let home = if f.status.is_live() { Keyspace::Sp } else { Keyspace::Closed };
         self.put(home, keys::sp(tenant, &f.subject, &f.predicate, f.id), fact_record::encode_indexed(f))?;
+        if f.status.is_live() {
+            self.put(Keyspace::Spo, keys::spo(tenant, &f.subject, &f.predicate, &f.object, f.id), Vec::new())?;
+        }
         if let Some(k) = crate::write::apply::valid_index_key(tenant, f) {
             self.put(Keyspace::Valid, k, Vec::new())?;
         }

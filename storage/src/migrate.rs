@@ -5,8 +5,11 @@
 //! in one atomic batch together with the new format marker, so a crash in the
 //! middle of a migration leaves the store at the last completed step. Format
 //! 4 also rewrites values after its step, in many batches, resumed at every
-//! open until it is done (`migrations/m0004_fact_values.rs`). A store
-//! written by a newer format is refused: this build cannot know what it means.
+//! open until it is done (`migrations/m0004_fact_values.rs`). Format 8's
+//! step builds its keyspace in many batches of its own before the marker,
+//! and starts over when cut short (`migrations/m0008_live_by_value.rs`). A
+//! store written by a newer format is refused: this build cannot know what
+//! it means.
 
 use crate::error::{EngineError, StorageError};
 use crate::keys;
@@ -27,9 +30,11 @@ mod m0005_superseded_until;
 mod m0006_pair_keys;
 #[path = "../../migrations/m0007_log_subjects.rs"]
 mod m0007_log_subjects;
+#[path = "../../migrations/m0008_live_by_value.rs"]
+mod m0008_live_by_value;
 
 /// The format this build writes.
-pub const CURRENT_FORMAT: u32 = 7;
+pub const CURRENT_FORMAT: u32 = 8;
 
 type Step = fn(&dyn OrderedKv, &mut WriteBatch) -> Result<(), StorageError>;
 
@@ -42,6 +47,7 @@ const STEPS: &[(&str, Step)] = &[
     ("0005_superseded_until", m0005_superseded_until::apply),
     ("0006_pair_keys", m0006_pair_keys::apply),
     ("0007_log_subjects", m0007_log_subjects::apply),
+    ("0008_live_by_value", m0008_live_by_value::apply),
 ];
 
 /// The format recorded in the store; `None` for a store never initialized.

@@ -6,8 +6,9 @@
 //! superseded-until bound recorded (format 5), and its per-fact `idx_ps`
 //! keys read beside format 6's per-pair ones, and its change log, which
 //! names fact ids only, read by id with the subjects and value changes that
-//! format 7 records; a directory of a newer format is refused with a clear
-//! message and left as it was.
+//! format 7 records, and its live facts indexed by value (format 8) so that
+//! a `many` value reasserted takes over its copy; a directory of a newer
+//! format is refused with a clear message and left as it was.
 
 use crate::common::copy_dir;
 use std::path::{Path, PathBuf};
@@ -166,6 +167,46 @@ fn a_format_1_data_dir_opens_and_reads_the_same() {
     assert_eq!(per_fact, 6);
     let pairs = [("Person:zoe", "knows"), ("Person:zoe", "works_at")].map(|(s, p)| (s.to_string(), p.to_string()));
     assert_eq!(per_pair, pairs);
+}
+
+/// Migration 0008 built `idx_spo` from format 1's live facts: one key per
+/// fact of `idx_sp`, and a `many` value reasserted supersedes its live copy
+/// and nothing else.
+#[test]
+fn a_format_1_data_dir_reasserts_a_many_value_after_migrating() {
+    let (_tmp, dir) = fixture();
+    let e = Engine::open(EngineConfig::at(&dir)).unwrap();
+    let knows = || {
+        let q = FactQuery { predicate: Some("knows".into()), ..Default::default() };
+        let mut facts = by_subject(&e, "default", "Person:sarah", q);
+        facts.sort_by(|a, b| a.object.to_string().cmp(&b.object.to_string()));
+        facts
+    };
+    let before = knows();
+    assert_eq!(before.len(), 2);
+    let again = e.assert("default", FactInput::new("Person:sarah", "knows", before[0].object.clone())).unwrap();
+    assert_eq!(again.superseded.iter().map(|f| f.id).collect::<Vec<_>>(), [before[0].id]);
+    let after = knows();
+    let objects = |fs: &[Fact]| fs.iter().map(|f| f.object.clone()).collect::<Vec<_>>();
+    assert_eq!(objects(&after), objects(&before));
+    assert!(after.iter().any(|f| f.id == again.fact.id) && after.iter().any(|f| f.id == before[1].id));
+    e.close();
+    drop(e);
+
+    let kv = open_sled(&dir);
+    let all = |ks| -> Vec<Vec<u8>> {
+        kv.scan(ks, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded, false).map(|i| i.unwrap().0).collect()
+    };
+    let mut want: Vec<Vec<u8>> = Vec::new();
+    for item in kv.scan(Keyspace::Sp, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded, false) {
+        let (k, v) = item.unwrap();
+        let f = fact_record::decode_indexed("", &k, &v).unwrap();
+        want.push(keys::spo(keys::tenant_of_index_key(&k).unwrap(), &f.subject, &f.predicate, &f.object, f.id));
+    }
+    want.sort();
+    // Three active facts of tenant "default" and tom's candidate.
+    assert_eq!(want.len(), 4);
+    assert_eq!(all(Keyspace::Spo), want);
 }
 
 /// `change_log` says by fact id what `changes` says by version: the same

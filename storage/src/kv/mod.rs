@@ -48,10 +48,15 @@ pub enum Keyspace {
     Log,
     /// Opaque records owned by the service layer (idempotency replies, ...).
     Aux,
+    /// The live facts (those of `Sp`) by tenant, subject, predicate, object:
+    /// what an assert under `many` takes over, found by its value (format 8).
+    /// Last in `ALL`: a keyspace's place there is its tag in the journal and
+    /// in backups.
+    Spo,
 }
 
 impl Keyspace {
-    pub const ALL: [Keyspace; 9] = [
+    pub const ALL: [Keyspace; 10] = [
         Keyspace::Meta,
         Keyspace::Versions,
         Keyspace::Sp,
@@ -61,6 +66,7 @@ impl Keyspace {
         Keyspace::Os,
         Keyspace::Log,
         Keyspace::Aux,
+        Keyspace::Spo,
     ];
 
     /// The on-disk name of the keyspace. Never change one: it is the format.
@@ -75,6 +81,7 @@ impl Keyspace {
             Keyspace::Os => "idx_os",
             Keyspace::Log => "log",
             Keyspace::Aux => "aux",
+            Keyspace::Spo => "idx_spo",
         }
     }
 

@@ -81,12 +81,6 @@ pub fn apply(ov: &mut Overlay<'_>, cat: &mut Catalog, req: Request<'_>, wall_now
     Ok(WriteOutcome { tx, recorded_at: now, outcomes })
 }
 
-/// Facts of one value (live or closed) past which an assert under `many`
-/// reads the pair's live facts instead of looking the value up: each costs
-/// a point read, so a value asserted many times over is cheaper read with
-/// its pair.
-const VALUE_PROBE: usize = 8;
-
 impl Cx<'_, '_> {
     fn assert(&mut self, input: &FactInput) -> Result<Asserted> {
         let at = Stamp { tx: self.tx, now: self.now };
@@ -96,19 +90,14 @@ impl Cx<'_, '_> {
         let plan = if fact.status == Status::Active {
             let ov = &*self.ov;
             let cardinality = self.cat.cardinality(|k| ov.get(Keyspace::Meta, k), self.tid, &fact.predicate)?;
-            // Under `many` only the pair's facts of the same value can be
-            // taken over. Those are looked up through the object index when
-            // the value has a short history there, so an assert of a new
-            // value costs the same on a subject with ten values or with a
-            // hundred thousand (an agent's `User:me`, a conversation); a
-            // value asserted many times over reads the pair's live facts.
-            let by_value = match cardinality {
+            // Under `many` only the pair's live facts of the same value can
+            // be taken over, and `idx_spo` holds those under one prefix: an
+            // assert costs the same on a subject with ten values or with a
+            // hundred thousand (an agent's `User:me`, a conversation),
+            // however often its value was asserted before.
+            let live = match cardinality {
                 Cardinality::Many => self.live_facts_with_object(&fact.subject, &fact.predicate, &fact.object)?,
-                Cardinality::One | Cardinality::Strict => None,
-            };
-            let live = match by_value {
-                Some(live) => live,
-                None => self.live_facts(&fact.subject, &fact.predicate)?,
+                Cardinality::One | Cardinality::Strict => self.live_facts(&fact.subject, &fact.predicate)?,
             };
             had_live = !live.is_empty() || self.ov.has_prefix(Keyspace::Sp, &pair)?;
             // The planner needs every fact that holds a value in the new
@@ -153,6 +142,7 @@ impl Cx<'_, '_> {
         let idx_key = keys::sp(tid, &closed.subject, &closed.predicate, closed.id);
         if old.status.is_live() {
             self.ov.delete(Keyspace::Sp, idx_key.clone());
+            self.ov.delete(Keyspace::Spo, keys::spo(tid, &old.subject, &old.predicate, &old.object, old.id));
         }
         if let Some(k) = valid_index_key(tid, old) {
             self.ov.delete(Keyspace::Valid, k);
@@ -228,6 +218,9 @@ impl Cx<'_, '_> {
         // checkpoint (on a hot key, most of them), instead of keeping a
         // delete that each assert's scan of the key must walk.
         self.ov.put_new(home, keys::sp(tid, &f.subject, &f.predicate, f.id), fact_record::encode_indexed(f));
+        if f.status.is_live() {
+            self.ov.put_new(Keyspace::Spo, keys::spo(tid, &f.subject, &f.predicate, &f.object, f.id), Vec::new());
+        }
         if let Some(k) = valid_index_key(tid, f) {
             self.ov.put(Keyspace::Valid, k, Vec::new());
         }
@@ -260,33 +253,25 @@ impl Cx<'_, '_> {
             .collect()
     }
 
-    /// The live facts of (subject, predicate) whose object is `object`,
-    /// from the object index's entries of the four, each checked in the
-    /// live index (the object index keeps closed facts too) and by its
-    /// stored object (a long object is indexed by its hash). `None` when
-    /// the value has more than [`VALUE_PROBE`] facts there, live or closed.
-    fn live_facts_with_object(
-        &self,
-        subject: &str,
-        predicate: &str,
-        object: &serde_json::Value,
-    ) -> Result<Option<Vec<Fact>>> {
-        let prefix = keys::os_prefix_of(self.tid, object, predicate, subject);
-        let Some(entries) = self.ov.keys_upto(Keyspace::Os, &prefix, VALUE_PROBE)? else {
-            return Ok(None);
-        };
+    /// The live facts of (subject, predicate) whose object is `object`:
+    /// those `idx_spo` lists under the value, each read from `idx_sp` and
+    /// kept if its stored object is `object` (a long object is keyed by its
+    /// hash, so two values could share a prefix).
+    fn live_facts_with_object(&self, subject: &str, predicate: &str, object: &serde_json::Value) -> Result<Vec<Fact>> {
+        let prefix = keys::spo_prefix(self.tid, subject, predicate, object);
         let mut out = Vec::new();
-        for k in entries {
-            let (_, _, id) = keys::decode_os(&k)?;
+        for (k, _) in self.ov.scan_prefix(Keyspace::Spo, &prefix)? {
+            let (_, _, _, id) = keys::decode_spo(&k)?;
             let key = keys::sp(self.tid, subject, predicate, id);
-            if let Some(v) = self.ov.get(Keyspace::Sp, &key)? {
-                let f = fact_record::decode_indexed(self.tenant, &key, &v)?;
-                if &f.object == object {
-                    out.push(f);
-                }
+            let Some(v) = self.ov.get(Keyspace::Sp, &key)? else {
+                return Err(crate::error::StorageError::Corrupt(format!("idx_spo names fact {id}, which idx_sp lacks")).into());
+            };
+            let f = fact_record::decode_indexed(self.tenant, &key, &v)?;
+            if &f.object == object {
+                out.push(f);
             }
         }
-        Ok(Some(out))
+        Ok(out)
     }
 
     fn retract(&mut self, id: FactId) -> Result<(Fact, bool)> {

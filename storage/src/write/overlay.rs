@@ -92,29 +92,6 @@ impl<'a> Overlay<'a> {
         Ok(merged.into_iter().collect())
     }
 
-    /// The keys with `prefix`, ascending, as the group currently sees them;
-    /// `None` as soon as there are more than `limit` (the caller then takes
-    /// another way, and this one stops reading).
-    pub fn keys_upto(&self, ks: Keyspace, prefix: &[u8], limit: usize) -> Result<Option<Vec<Vec<u8>>>, StorageError> {
-        let mut keys = std::collections::BTreeSet::new();
-        for item in scan_prefix(self.kv, ks, prefix, false) {
-            let (k, _) = item?;
-            if !matches!(self.pending.get(&(ks, k.clone())), Some(None)) {
-                keys.insert(k);
-            }
-            if keys.len() > limit {
-                return Ok(None);
-            }
-        }
-        for ((_, k), v) in self.pending_range(ks, prefix) {
-            match v {
-                Some(_) => keys.insert(k.clone()),
-                None => keys.remove(k),
-            };
-        }
-        Ok((keys.len() <= limit).then(|| keys.into_iter().collect()))
-    }
-
     /// Whether any key starts with `prefix`.
     pub fn has_prefix(&self, ks: Keyspace, prefix: &[u8]) -> Result<bool, StorageError> {
         // Stops at the first pending put: a big group writing many keys under

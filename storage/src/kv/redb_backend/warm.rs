@@ -29,13 +29,15 @@ use std::time::Instant;
 
 /// The tables in the order a pass reads them: the catalogue (every request
 /// reads it), the current facts by subject (point reads, subject queries, and
-/// each assertion's supersession), the closed ones and the valid-time index
+/// each assertion's supersession) and by value (an assertion under `many`),
+/// the closed ones and the valid-time index
 /// (reads as of a past time), the versions (histories), the predicate and
 /// object indexes (queries by either, and the new-subject check of a write),
 /// then the rest, which reads rarely touch.
-const ORDER: [Keyspace; 9] = [
+const ORDER: [Keyspace; 10] = [
     Keyspace::Meta,
     Keyspace::Sp,
+    Keyspace::Spo,
     Keyspace::Closed,
     Keyspace::Valid,
     Keyspace::Versions,
