@@ -20,6 +20,11 @@ use std::collections::HashSet;
 /// more.
 pub const LAMBDA: f64 = 0.7;
 
+/// The least overlap that makes two facts near-duplicates: below it they
+/// say different things (two first tries of different sports share "new"
+/// and "sport") and neither is pushed down.
+pub const NEAR: f64 = 0.4;
+
 /// How much of the fused ranking is reordered, as a multiple of `top_k`.
 pub const DEPTH: usize = 3;
 
@@ -46,6 +51,7 @@ pub fn diversify(fused: Vec<Fused>, top_k: usize) -> Vec<Fused> {
                 .iter()
                 .filter(|(_, c, _)| c.fact.subject == f.fact.subject && c.fact.predicate == f.fact.predicate)
                 .map(|(_, _, t)| jaccard(terms, t))
+                .filter(|j| *j >= NEAR)
                 .fold(0.0, f64::max);
             let value = LAMBDA * relevance(*position) - (1.0 - LAMBDA) * similarity;
             // Strictly better only: ties keep the fused order.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
 use tantivy::schema::IndexRecordOption;
-use tantivy::{TantivyDocument, Term};
+use tantivy::{DocId, Score, SegmentReader, TantivyDocument, Term};
 use crate::store::{AsOf, Fact, FactId, FactQuery, Status, StatusFilter, StatusSet};
 
 /// Field boosts: the object says most about what a fact claims; subject
@@ -121,10 +121,15 @@ pub fn verified_hits(
     let mut offset = 0;
     let mut seen: HashSet<FactId> = HashSet::new();
     while items.len() < want && offset < MAX_EXAMINED {
-        let hits =
-            searcher.search(query, &TopDocs::with_limit(page).and_offset(offset)).context("searching the recall index")?;
+        // Equal scores go to the newer fact (valid time), so the pool and
+        // its order do not depend on how the index happens to be segmented.
+        let collector = TopDocs::with_limit(page).and_offset(offset).tweak_score(|segment: &SegmentReader| {
+            let valid_from = segment.fast_fields().i64("valid_from").ok();
+            move |doc: DocId, score: Score| (score, valid_from.as_ref().and_then(|c| c.first(doc)).unwrap_or(i64::MIN))
+        });
+        let hits = searcher.search(query, &collector).context("searching the recall index")?;
         let n = hits.len();
-        for (score, addr) in hits {
+        for ((score, _), addr) in hits {
             let doc: TantivyDocument = searcher.doc(addr).context("reading a search document")?;
             let Some(id) = fields.stored_id(&doc) else { continue };
             if !seen.insert(id) {
@@ -146,6 +151,10 @@ pub fn verified_hits(
         }
         offset += page;
     }
+    // The same order whatever the segments: score, then newer, then id.
+    items.sort_by(|a, b| {
+        b.score.total_cmp(&a.score).then(b.fact.valid_from.cmp(&a.fact.valid_from)).then(a.fact.id.cmp(&b.fact.id))
+    });
     Ok(items)
 }
 
