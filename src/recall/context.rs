@@ -25,6 +25,8 @@
 use super::text::{bm25, fact_text, terms};
 use super::tokens::fact_tokens;
 use super::collect;
+use crate::search::time::tier;
+use crate::search::Window;
 use crate::digest::pages::{cut_chars, is_page, MENTIONS};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -66,6 +68,11 @@ pub struct ContextRequest {
     /// Conversation turns to bring in around each recalled turn, each side.
     pub neighbours: usize,
 }
+
+/// What a fact's score keeps when the goal names a time: all of it for a
+/// fact that began then, less for one that only held then, half for one of
+/// another time.
+const IN_TIME: [f64; 3] = [1.0, 0.75, 0.5];
 
 /// Turns brought in around each recalled turn unless the request says.
 pub const DEFAULT_NEIGHBOURS: usize = 1;
@@ -156,13 +163,15 @@ struct Candidate {
 /// Builds the packet. `recalled` are facts found for the goal elsewhere (the
 /// full-text index); they join the candidates, and so do the turns around
 /// them (`adjacent`: the recalled turn's id and a turn next to it), ranked
-/// right after the turn they surround.
+/// right after the turn they surround. `window` is the valid time the goal
+/// names, if any: facts of another time rank lower ([`IN_TIME`]).
 pub fn build(
     engine: &dyn MemoryStore,
     tenant: &str,
     req: &ContextRequest,
     recalled: Vec<Fact>,
     adjacent: Vec<(FactId, Fact)>,
+    window: Option<&Window>,
 ) -> Result<ContextPacket, EngineError> {
     let as_of = req.as_of.map(AsOf::Time);
     let mut seeds: Vec<String> = Vec::new();
@@ -249,7 +258,8 @@ pub fn build(
             let relevance = if max_rel > 0.0 { rel[i] / max_rel } else { 0.0 };
             let age = (newest - c.fact.recorded_at).max(0) as f64;
             let recency = 0.5f64.powf(age / RECENCY_HALF_LIFE_MS);
-            let s = score(relevance, c.origin.proximity(), c.fact.confidence, recency);
+            let s = score(relevance, c.origin.proximity(), c.fact.confidence, recency)
+                * window.map_or(1.0, |w| IN_TIME[tier(w, &c.fact) as usize]);
             let recalled = recalled_ids.contains(&c.fact.id);
             let next_to = (c.origin == Origin::Adjacent).then(|| next_to.get(&c.fact.id).copied()).flatten();
             let tokens = fact_tokens(&c.fact);

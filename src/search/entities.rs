@@ -8,14 +8,15 @@
 //! it). Longer names are tried first, and their words are not tried again
 //! alone. The entity list is the question's BM25 ranking (without the
 //! name's own words, which every fact of the entity shares) restricted to
-//! facts whose subject is a named entity.
+//! facts whose subject is a named entity, less their name facts.
 
 pub use super::focus::Named;
 use super::indexer::IndexState;
 use super::query::{request_filters, text_query, verified_hits, POOL};
 use super::rank::{RankContext, RankedList, Ranker};
 use super::request::SearchRequest;
-use super::schema::entity_key;
+use super::schema::{entity_key, NAME_PREDICATES};
+use crate::store::Fact;
 use super::tokenize;
 use anyhow::Context;
 use std::sync::Arc;
@@ -141,7 +142,11 @@ impl Ranker for EntityRanker {
         }
         let query = BooleanQuery::new(clauses);
         let named = |s: &str| ctx.named.iter().any(|n| n.entity == s);
-        let items = verified_hits(&self.state, ctx, &query, ctx.want.max(POOL), |f| named(&f.subject))?;
+        // An entity's name facts say what the question already says (that
+        // is how the entity was found): the list is about its other facts.
+        // A question about a name still finds them by BM25.
+        let keep = |f: &Fact| named(&f.subject) && !NAME_PREDICATES.contains(&f.predicate.as_str());
+        let items = verified_hits(&self.state, ctx, &query, ctx.want.max(POOL), keep)?;
         Ok(RankedList::new(self.name(), items))
     }
 }

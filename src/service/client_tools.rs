@@ -133,6 +133,11 @@ pub const BUILTIN: [Builtin; 3] = [
             arg("subject", "string"),
             arg("predicate", "string"),
             arg("include_candidates", "boolean"),
+            arg("valid_from", "integer"),
+            arg("valid_until", "integer"),
+            arg("reference_time", "integer"),
+            arg("signals", "array"),
+            arg("neighbours", "integer"),
         ],
         required: &["question"],
         response: "object",
@@ -189,7 +194,14 @@ impl Builtin {
         if let Some(a) = spec.arguments.iter().find(|a| !self.arguments.iter().any(|b| b.name == a.name)) {
             return Some(format!("argument {} is not one of the built-in's", a.name));
         }
-        if let Some(b) = self.arguments.iter().find(|b| !spec.arguments.iter().any(|a| a.name == b.name)) {
+        // Optional arguments may be left out (the client does not pass
+        // them: a declaration written before the built-in gained one still
+        // matches); required ones may not.
+        if let Some(b) = self
+            .arguments
+            .iter()
+            .find(|b| self.required.contains(&b.name) && !spec.arguments.iter().any(|a| a.name == b.name))
+        {
             return Some(format!("argument {} is missing", b.name));
         }
         // A client's argument may be narrower than the built-in's (an
@@ -704,6 +716,10 @@ mod tests {
             {"type": "bool", "name": "include_candidates"}
         ]}));
         assert_eq!(recall.definition()["name"], "recall");
+        // Optional arguments may be left out.
+        builtin_of(json!({"name": "recall", "description": "d", "required": ["question"], "arguments": [
+            {"type": "string", "name": "question"}, {"type": "integer", "name": "reference_time"}
+        ]}));
         assert!(recall.note().starts_with("recall is built in"));
     }
 
@@ -712,7 +728,7 @@ mod tests {
         for (bad, why) in [
             (json!({"name": "get_current_date", "description": "d", "response": "integer"}), "response is integer"),
             (json!({"name": "get_current_date", "description": "d", "arguments": [{"type": "string", "name": "tz"}]}), "argument tz"),
-            (json!({"name": "recall", "description": "d", "arguments": [{"type": "string", "name": "question"}], "required": ["question"]}), "argument top_k is missing"),
+            (json!({"name": "recall", "description": "d", "arguments": [{"type": "integer", "name": "top_k"}], "required": []}), "argument question is missing"),
             (json!({"name": "recall", "description": "d", "required": [], "arguments": [
                 {"type": "string", "name": "question"}, {"type": "integer", "name": "top_k"}, {"type": "array", "name": "seeds"},
                 {"type": "string", "name": "subject"}, {"type": "string", "name": "predicate"},

@@ -160,8 +160,8 @@ impl Service {
     /// A context packet: the seeds' neighbourhood and what the goal recalls,
     /// ranked and cut to the token budget.
     pub async fn context(&self, tenant: &str, req: ContextRequest) -> Result<ContextPacket> {
-        let (recalled, adjacent) = if req.goal.trim().is_empty() {
-            (Vec::new(), Vec::new())
+        let (recalled, adjacent, window) = if req.goal.trim().is_empty() {
+            (Vec::new(), Vec::new(), None)
         } else {
             let search = SearchRequest {
                 question: req.goal.clone(),
@@ -178,10 +178,10 @@ impl Service {
                 .zip(found.neighbours)
                 .flat_map(|(hit, around)| around.into_iter().map(move |f| (hit.fact.id, f)))
                 .collect();
-            (found.fused.into_iter().map(|f| f.fact).collect(), adjacent)
+            (found.fused.into_iter().map(|f| f.fact).collect(), adjacent, found.window)
         };
         let (store, tenant) = (self.memory.store().clone(), tenant.to_string());
-        Ok(blocking(move || context::build(&*store, &tenant, &req, recalled, adjacent)).await?)
+        Ok(blocking(move || context::build(&*store, &tenant, &req, recalled, adjacent, window.as_ref())).await?)
     }
 
     /// Answers a question from memory: the evidence the index recalls, and

@@ -374,3 +374,47 @@ async fn keyed_mode_auth_tenants_idempotency() {
     let r = send(call(&nas, &long)).await;
     assert_eq!(r.status.as_u16(), 400);
 }
+
+/// `recall` and `build_context` read the question's time words against
+/// `reference_time`, rank a named person's own facts first and return the
+/// turns around a hit, as `/api/search` does; `ask` grounds its question too.
+#[tokio::test(flavor = "multi_thread")]
+async fn recall_understands_time_people_and_turns() {
+    let (_tmp, server) = fresh(&[]);
+    let mcp = Mcp::new(&server, None);
+    let day = 86_400_000i64;
+    let jan_2024 = 1_704_067_200_000i64;
+    let turns = json!({"conversation": "c1", "turns": [
+        {"speaker": "Dana", "text": "I started a pottery class", "at": jan_2024 + 130 * day},
+        {"speaker": "Sam", "text": "Nice one, Dana! A class, Dana?", "at": jan_2024 + 130 * day + 60_000},
+        {"speaker": "Dana", "text": "I ran a half marathon, what a run", "at": jan_2024 + 200 * day},
+        {"speaker": "Sam", "text": "Dana, Dana, what a run, Dana", "at": jan_2024 + 200 * day + 60_000}
+    ]});
+    mcp.api.post("/api/conversations", &turns).await.expect(201);
+    let reference = jan_2024 + 340 * day;
+    let r = mcp.ok("recall", json!({"question": "What did Dana do in May?", "reference_time": reference, "neighbours": 1})).await;
+    assert_eq!(r["facts"][0]["object"], "I started a pottery class", "{r}");
+    assert_eq!(r["facts"][0]["subject"], "Person:dana", "{r}");
+    let reasons = r["matches"][0]["reasons"].as_array().unwrap();
+    assert!(reasons.contains(&json!("time")) && reasons.contains(&json!("entity")), "{r}");
+    assert_eq!(r["time"]["from"], json!(jan_2024 + 121 * day), "{r}");
+    assert_eq!(r["matches"][0]["neighbours"][0]["object"], "Nice one, Dana! A class, Dana?", "{r}");
+    // BM25 alone: no interval, no other list.
+    let r = mcp.ok("recall", json!({"question": "What did Dana do in May?", "reference_time": reference, "signals": []})).await;
+    assert_eq!(r["time"], Value::Null, "{r}");
+    assert!(r["matches"].as_array().unwrap().iter().all(|m| m["reasons"] == json!(["bm25"])), "{r}");
+    let msg = mcp.fails("recall", json!({"question": "x", "signals": ["magic"]})).await;
+    assert!(msg.contains("magic"), "{msg}");
+    // A packet for a goal naming May ranks May's facts above July's (which
+    // are newer, and would lead on recency alone).
+    let at = |packet: &Value, text: &str| {
+        packet["facts"].as_array().unwrap().iter().position(|f| f["object"] == text).unwrap_or_else(|| panic!("{text}: {packet}"))
+    };
+    let packet = mcp.ok("build_context", json!({"goal": "What did Dana do in May?", "reference_time": reference})).await;
+    assert!(at(&packet, "I started a pottery class") < at(&packet, "I ran a half marathon, what a run"), "{packet}");
+    let packet = mcp.ok("build_context", json!({"goal": "What did Dana do in July?", "reference_time": reference})).await;
+    assert!(at(&packet, "I ran a half marathon, what a run") < at(&packet, "I started a pottery class"), "{packet}");
+    let v = mcp.api.post("/api/ask", &json!({"question": "What did Dana do in May?", "reference_time": reference})).await;
+    let v = v.expect(200);
+    assert_eq!(v["evidence"][0]["object"], "I started a pottery class", "{v}");
+}

@@ -211,7 +211,7 @@ pub fn run(facts: usize, queries: usize, dir: Option<PathBuf>) -> Result<()> {
             max_pages: context::DEFAULT_MAX_PAGES,
             ..Default::default()
         };
-        Ok(context::build(&*engine, TENANT, &creq, recalled, vec![])?.facts.len())
+        Ok(context::build(&*engine, TENANT, &creq, recalled, vec![], None)?.facts.len())
     })?;
     measure("context build only (no goal)", n, |i| {
         let creq = context::ContextRequest {
@@ -220,7 +220,7 @@ pub fn run(facts: usize, queries: usize, dir: Option<PathBuf>) -> Result<()> {
             max_pages: context::DEFAULT_MAX_PAGES,
             ..Default::default()
         };
-        Ok(context::build(&*engine, TENANT, &creq, vec![], vec![])?.facts.len())
+        Ok(context::build(&*engine, TENANT, &creq, vec![], vec![], None)?.facts.len())
     })?;
     measure("walk depth 2 (out)", n, |i| {
         let w = walk::WalkRequest {

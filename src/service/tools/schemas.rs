@@ -156,10 +156,13 @@ pub fn tools() -> Vec<ToolDef> {
         ToolDef {
             name: RECALL,
             title: "Recall facts",
-            description: "Search memory with a question in words (full-text plus graph proximity, fused). Use it to \
-                look something up during a task, e.g. \"where does sarah work?\". `seeds` (`Type:id`) boost facts \
-                near those entities; `subject`/`predicate` narrow the search. Sees every write made before the call. \
-                Returns the matching current facts, best first, with their scores.",
+            description: "Search memory with a question in words (full-text, graph proximity, time and the people \
+                named, fused). Use it to look something up during a task, e.g. \"where does sarah work?\" or \"what \
+                did Dana do in May?\": time words in the question (\"last week\", \"in 2023\") favour facts of that \
+                time, and facts about a person named rank above facts that only mention them. `seeds` (`Type:id`) \
+                boost facts near those entities; `subject`/`predicate` narrow the search; `neighbours` returns the \
+                conversation turns around each hit. Sees every write made before the call. Returns the matching \
+                current facts, best first, with their scores.",
             input: object(&["question"], with_namespace(json!({
                 "question": {"type": "string", "minLength": 1, "description": "What to look for, in words."},
                 "top_k": {"type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many facts (default 8)."},
