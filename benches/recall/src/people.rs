@@ -153,28 +153,12 @@ const CAP: usize = 6;
 
 // ---------------------------------------------------------------- calendar
 
-/// Days since 1970-01-01 of a civil date (H. Hinnant).
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = m as i64;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+// The proleptic Gregorian arithmetic is tempora's own (`tempora::civil`).
+use tempora::civil::days_from_civil;
 
 /// (year, month 1-12, day 1-31) of unix ms, UTC.
 pub fn civil(ms: i64) -> (i64, u32, u32) {
-    let z = ms.div_euclid(DAY) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
+    tempora::civil::civil_from_days(ms.div_euclid(DAY))
 }
 
 /// Unix ms of a day's midnight, UTC.

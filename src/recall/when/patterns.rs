@@ -227,9 +227,9 @@ impl Reader<'_, '_> {
 
     // ---- the three top-level forms -------------------------------------
 
-    /// An expression with its lead-in: "in May", "around 2020", "on the 7th of May".
-    /// "X onwards" opens it to the future.
-    fn lead(&self, i: usize) -> Option<Found> {
+    /// Where an expression may start after a lead-in at `i`: `i` itself,
+    /// after "around" (and the like), after a preposition.
+    fn lead_in_starts(&self, i: usize) -> Vec<usize> {
         let w = self.w;
         let mut starts = vec![i];
         let mut j = i;
@@ -240,6 +240,14 @@ impl Reader<'_, '_> {
         if w.any(j, PREPOSITIONS) {
             starts.push(j + 1);
         }
+        starts
+    }
+
+    /// An expression with its lead-in: "in May", "around 2020", "on the 7th of May".
+    /// "X onwards" opens it to the future.
+    fn lead(&self, i: usize) -> Option<Found> {
+        let w = self.w;
+        let starts = self.lead_in_starts(i);
         let a = starts.into_iter().rev().find_map(|s| self.atom(s, None))?;
         let iv = self.resolve(a.expr)?;
         if w.any(a.end, &["onward", "onwards"]) {
@@ -298,17 +306,7 @@ impl Reader<'_, '_> {
     /// takes the other's: the start is the latest such period starting at or
     /// before the end, the end the first starting at or after the start.
     fn range(&self, i: usize) -> Option<Found> {
-        let w = self.w;
-        let mut starts = vec![i];
-        let mut j = i;
-        if w.any(j, APPROXIMATELY) {
-            j += 1;
-            starts.push(j);
-        }
-        if w.any(j, PREPOSITIONS) {
-            starts.push(j + 1);
-        }
-        starts.into_iter().rev().find_map(|s| self.range_from(s))
+        self.lead_in_starts(i).into_iter().rev().find_map(|s| self.range_from(s))
     }
 
     fn range_from(&self, i: usize) -> Option<Found> {
