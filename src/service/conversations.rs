@@ -431,20 +431,13 @@ impl Service {
     /// need: none when they have it; a `SetCardinality` for each the tenant
     /// never set; an error naming one it set otherwise.
     async fn shape_cardinalities(&self, tenant: &str) -> Result<Vec<WriteOp>> {
-        let store = self.memory.store();
-        let mut off = Vec::new();
-        for (p, want) in NEEDS {
-            if store.predicate(tenant, p)?.cardinality != want {
-                off.push((p, want));
-            }
-        }
-        if off.is_empty() {
-            return Ok(Vec::new());
-        }
-        let set = store.predicates(tenant)?;
+        // One read: what the tenant set, as of one moment (two reads could
+        // straddle another first call setting them).
+        let set = self.memory.store().predicates(tenant)?;
         let mut ops = Vec::new();
-        for (p, want) in off {
+        for (p, want) in NEEDS {
             match set.iter().find(|i| i.name == p) {
+                Some(i) if i.cardinality == want => {}
                 Some(i) => {
                     return Err(ServiceError::FailedPrecondition(format!(
                         "conversations need the predicate {p} to have cardinality {}, and this tenant set it to {}: \
@@ -454,6 +447,7 @@ impl Service {
                         want.as_str()
                     )))
                 }
+                None if want == Cardinality::default() => {}
                 None => ops.push(WriteOp::SetCardinality { predicate: p.to_string(), cardinality: want }),
             }
         }

@@ -272,3 +272,27 @@ async fn conversations_stay_in_the_callers_tenant() {
     assert_eq!(r["facts"][0]["turn"], 0);
     assert_eq!(objects(&nas, "Conversation:shared-name", "turns").await, [json!(1)]);
 }
+
+/// A tenant's first conversations, many at once: every call sets (or finds)
+/// the shape's cardinalities, none is refused for a cardinality another call
+/// just set.
+#[tokio::test(flavor = "multi_thread")]
+async fn first_calls_at_once_all_store_their_turns() {
+    let (_tmp, server) = fresh(&[]);
+    let api = std::sync::Arc::new(Api::new(&server, None));
+    let calls: Vec<_> = (0..24)
+        .map(|i| {
+            let api = std::sync::Arc::clone(&api);
+            tokio::spawn(async move {
+                let body = json!({"conversation": format!("c{i}"), "turns": [{"speaker": "Sam", "text": format!("hello {i}"), "at": 1_000 + i}]});
+                let r = api.post("/api/conversations", &body).await;
+                (r.status.as_u16(), r.text.clone())
+            })
+        })
+        .collect();
+    for c in calls {
+        let (status, text) = c.await.unwrap();
+        assert_eq!(status, 201, "{text}");
+    }
+    assert_eq!(facts(&api, "Person:sam", "said").await.len(), 24);
+}
