@@ -27,6 +27,12 @@ What it does:
      template, predicate names in `fields`, and no unknown settings. A
      positive case is brought within those rules, and without a url (so a
      pull answers 409, never calls out).
+   - /api/search (GET and POST): `valid_from` must be before `valid_until`
+     (400 otherwise, as its description says); a positive case with both
+     keeps `valid_from` only.
+   - POST /api/conversations: `source` and each turn's `speaker` are cut to
+     their limits in bytes (2048 and 256; the schema's maxLength counts
+     characters).
    Negative cases are left alone: whatever makes them invalid still does.
 
 2. Every case gets its own `Idempotency-Key`: a repeated key (the spec's
@@ -170,6 +176,31 @@ def _fix_digest(body):
         body["source"] = source
 
 
+def _cut_bytes(text, limit):
+    # Whole characters off the end until the UTF-8 fits (as _fix_fact does).
+    while len(text.encode("utf-8", "surrogatepass")) > limit:
+        text = text[:-1]
+    return text
+
+
+def _query_int(v):
+    """An integer parameter, from a JSON number or a query string."""
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            return None
+    return _millis(v)
+
+
+def _fix_conversation(body):
+    if isinstance(body.get("source"), str):
+        body["source"] = _cut_bytes(body["source"], 2048)
+    for turn in body.get("turns") or []:
+        if isinstance(turn, dict) and isinstance(turn.get("speaker"), str):
+            turn["speaker"] = _cut_bytes(turn["speaker"], 256)
+
+
 @schemathesis.hook
 def before_call(ctx, case, kwargs):
     # Runs before every request of every phase; schemathesis revalidates the case after it.
@@ -199,6 +230,14 @@ def before_call(ctx, case, kwargs):
         _fix_digest(case.body)
     if key == ("POST", "/api/connectors") and isinstance(case.body, dict):
         _fix_connector(case.body)
+    if key[1] == "/api/search":
+        params = case.query if key[0] == "GET" else case.body
+        if isinstance(params, MutableMapping):
+            lo, hi = _query_int(params.get("valid_from")), _query_int(params.get("valid_until"))
+            if lo is not None and hi is not None and lo >= hi:
+                params.pop("valid_until")
+    if key == ("POST", "/api/conversations") and isinstance(case.body, dict):
+        _fix_conversation(case.body)
     if key in READS_AS_OF and isinstance(case.query, MutableMapping):
         case.query.pop("cursor", None)
         if "as_of" in case.query and "as_of_tx" in case.query:

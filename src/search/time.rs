@@ -135,7 +135,11 @@ impl TimeRanker {
         let mut clauses = request_filters(fields, ctx.tenant, ctx.request);
         let lo = start.map_or(Bound::Unbounded, Bound::Included);
         let hi = if end == OPEN_END { Bound::Unbounded } else { Bound::Excluded(end) };
-        clauses.push((Occur::Must, range(fields.valid_from, lo, hi)));
+        // (tantivy has no range without a bound: an interval open at both
+        // ends filters nothing.)
+        if !matches!((lo, hi), (Bound::Unbounded, Bound::Unbounded)) {
+            clauses.push((Occur::Must, range(fields.valid_from, lo, hi)));
+        }
         // Still true after the interval's start (open ends are i64::MAX).
         if w.from != OPEN_START {
             clauses.push((Occur::Must, range(fields.valid_until, Bound::Excluded(w.from), Bound::Unbounded)));

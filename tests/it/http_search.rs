@@ -514,6 +514,12 @@ async fn a_valid_time_range_ranks_the_facts_inside_it_first() {
     let v = r.expect(200);
     assert_eq!(v["answer_facts"][0]["object"], "went hiking near the lake", "{v}");
     assert_eq!(v["time"]["until"], Value::Null, "an open end: {v}");
+    // Both ends open (the extremes count as open): every fact is in it.
+    for body in [json!({"question": "Dana hiking", "valid_until": i64::MAX}), json!({"question": "Dana hiking", "valid_from": i64::MIN})] {
+        let v = api.post("/api/search", &body).await.expect(200).clone();
+        assert_eq!(v["answer_facts"].as_array().unwrap().len(), 4, "{v}");
+        assert_eq!((&v["time"]["from"], &v["time"]["until"]), (&Value::Null, &Value::Null), "{v}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
