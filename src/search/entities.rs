@@ -23,7 +23,9 @@ use std::sync::Arc;
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::IndexRecordOption;
-use tantivy::Term;
+use std::collections::hash_map::{Entry, HashMap};
+use tantivy::columnar::StrColumn;
+use tantivy::{Searcher, Term};
 
 /// Entities a question may name, at most.
 pub const MAX_NAMED: usize = 8;
@@ -46,6 +48,8 @@ pub fn resolve(state: &IndexState, tenant: &str, req: &SearchRequest) -> anyhow:
         push(r, &key, &mut out);
     }
     let words = tokenize::words(&req.question);
+    // One view of the index for every name looked up.
+    let searcher = state.reader.searcher();
     let mut used = vec![false; words.len()];
     for n in (1..=MAX_NAME_WORDS).rev() {
         for start in 0..words.len().saturating_sub(n - 1) {
@@ -58,7 +62,7 @@ pub fn resolve(state: &IndexState, tenant: &str, req: &SearchRequest) -> anyhow:
                 continue;
             }
             let name = span.join(" ");
-            let found = lookup(state, tenant, req, &name)?;
+            let found = lookup(state, &searcher, tenant, req, &name)?;
             if !found.is_empty() {
                 used[start..start + n].iter_mut().for_each(|u| *u = true);
             }
@@ -71,7 +75,13 @@ pub fn resolve(state: &IndexState, tenant: &str, req: &SearchRequest) -> anyhow:
 }
 
 /// The subjects whose id or name-like fact is `name` (in name form).
-fn lookup(state: &IndexState, tenant: &str, req: &SearchRequest, name: &str) -> anyhow::Result<Vec<String>> {
+fn lookup(
+    state: &IndexState,
+    searcher: &Searcher,
+    tenant: &str,
+    req: &SearchRequest,
+    name: &str,
+) -> anyhow::Result<Vec<String>> {
     let f = &state.fields;
     // Names are looked up among what the request may see, but not within
     // its subject/predicate filters: a name fact is how the entity is
@@ -87,14 +97,18 @@ fn lookup(state: &IndexState, tenant: &str, req: &SearchRequest, name: &str) -> 
         })
         .collect();
     clauses.push((Occur::Must, Box::new(BooleanQuery::new(keys))));
-    let searcher = state.reader.searcher();
     let hits = searcher
         .search(&BooleanQuery::new(clauses), &TopDocs::with_limit(PER_NAME))
         .context("looking a name up in the recall index")?;
     let mut out: Vec<String> = Vec::new();
     let mut subject = String::new();
+    // The subject column, opened once per segment the hits are in.
+    let mut columns: HashMap<u32, Option<StrColumn>> = HashMap::new();
     for (_, addr) in hits {
-        let column = searcher.segment_reader(addr.segment_ord).fast_fields().str("subject_exact")?;
+        let column = match columns.entry(addr.segment_ord) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(searcher.segment_reader(addr.segment_ord).fast_fields().str("subject_exact")?),
+        };
         let Some(column) = column else { continue };
         for ord in column.term_ords(addr.doc_id) {
             subject.clear();

@@ -5,14 +5,13 @@
 //! what it replies to).
 
 use super::indexer::IndexState;
-use super::query::visible;
+use super::query::{exact, visible};
 use super::request::SearchRequest;
 use super::schema::turn_of;
 use anyhow::Context;
 use std::ops::Bound;
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, Occur, Query, RangeQuery, TermQuery};
-use tantivy::schema::IndexRecordOption;
+use tantivy::query::{BooleanQuery, Occur, RangeQuery};
 use tantivy::{TantivyDocument, Term};
 use crate::store::{AsOf, Fact, MemoryStore};
 
@@ -36,12 +35,9 @@ pub fn around(
     }
     let f = &state.fields;
     let n = n.min(MAX_NEIGHBOURS) as i64;
-    let text = |field, v: &str| -> Box<dyn Query> {
-        Box::new(TermQuery::new(Term::from_field_text(field, v), IndexRecordOption::Basic))
-    };
     let query = BooleanQuery::new(vec![
-        (Occur::Must, text(f.tenant, tenant)),
-        (Occur::Must, text(f.conversation, conversation)),
+        (Occur::Must, exact(f.tenant, tenant)),
+        (Occur::Must, exact(f.conversation, conversation)),
         (
             Occur::Must,
             Box::new(RangeQuery::new(

@@ -45,7 +45,8 @@ fn filter(q: impl Query) -> Box<dyn Query> {
     Box::new(ConstScoreQuery::new(Box::new(q), 0.0))
 }
 
-fn exact(field: tantivy::schema::Field, value: &str) -> Box<dyn Query> {
+/// A filter on an exact (untokenized) field value; scores nothing.
+pub fn exact(field: tantivy::schema::Field, value: &str) -> Box<dyn Query> {
     filter(TermQuery::new(Term::from_field_text(field, value), IndexRecordOption::Basic))
 }
 
