@@ -289,10 +289,12 @@ pub struct Limits {
     /// (503, nothing written) below it and resume when space returns. 0
     /// refuses only on a read-only filesystem.
     pub min_free_disk_bytes: u64,
-    /// The storage engine's page cache, in bytes of stored records. It is
-    /// the bulk of the server's memory and grows with the data until it is
-    /// full; the resident memory it costs is about twice this (records are
-    /// larger in memory than on disk). See docs/operations.md, "Memory".
+    /// The memory the storage engine's page cache may take (`--cache-mb`).
+    /// It is the bulk of the server's memory and grows with the data until
+    /// it is full; reads that miss it go to the kernel's page cache or the
+    /// disk. On redb stores the bound counts the allocator's overhead per
+    /// page; on sled stores it counts bytes as stored, which take about
+    /// twice as much memory. See docs/operations.md, "Memory".
     pub storage_cache_bytes: u64,
     /// redb stores: journal bytes after which the writes in it are
     /// checkpointed into the store file. The writes not yet checkpointed
@@ -330,7 +332,7 @@ impl Default for Limits {
             http_threads: crate::http_threads::default_count(),
             sse_buffer: 1024,
             min_free_disk_bytes: 64 << 20,
-            storage_cache_bytes: 512 << 20,
+            storage_cache_bytes: 256 << 20,
             storage_checkpoint_bytes: crate::store::CHECKPOINT_BYTES,
             storage_warm_cache: true,
             request_timeout_secs: 30,
@@ -373,6 +375,9 @@ pub struct Overrides {
     pub tcp_addr: Option<String>,
     pub log_format: Option<LogFormat>,
     pub durability: Option<DurabilitySetting>,
+    /// `--cache-mb`: the storage cache's memory in MiB, over
+    /// `storage_cache_bytes` from the environment or the file.
+    pub cache_mb: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -533,13 +538,11 @@ impl Config {
             )?,
             // Below a few MiB every read misses and the engine crawls; that
             // is never what anyone wants.
-            storage_cache_bytes: bytes(
-                "TEMPORA_STORAGE_CACHE_BYTES",
-                fl.storage_cache_bytes,
-                d.storage_cache_bytes,
-                4 << 20,
-                u64::MAX,
-            )?,
+            storage_cache_bytes: match flags.cache_mb {
+                Some(mb) if mb < 4 => bail!("--cache-mb must be at least 4, got {mb}"),
+                Some(mb) => mb.checked_mul(1 << 20).context("--cache-mb is too large")?,
+                None => bytes("TEMPORA_STORAGE_CACHE_BYTES", fl.storage_cache_bytes, d.storage_cache_bytes, 4 << 20, u64::MAX)?,
+            },
             storage_checkpoint_bytes: bytes(
                 "TEMPORA_STORAGE_CHECKPOINT_BYTES",
                 fl.storage_checkpoint_bytes,

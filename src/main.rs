@@ -12,6 +12,26 @@ use tempora::config::{Config, DurabilitySetting, LogFormat, Overrides};
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's options, read when it starts (`_RJEM_MALLOC_CONF` in the
+/// environment still overrides them). A background thread returns freed
+/// pages to the kernel on its own: without it jemalloc purges only while it
+/// is called, and an idle server kept 82 MB of freed pages resident at 1M
+/// facts. One arena instead of four per core: the threads that allocate most
+/// (HTTP, writer, checkpoint, search) each draw from their own thread cache
+/// either way, and one arena's slabs are shared instead of half-empty in
+/// each (docs/performance.md, "Memory").
+#[cfg(not(target_env = "msvc"))]
+#[export_name = "_rjem_malloc_conf"]
+static MALLOC_CONF: MallocConf = MallocConf(c"background_thread:true,narenas:1".as_ptr());
+
+/// A C string pointer jemalloc reads as its `malloc_conf`.
+#[cfg(not(target_env = "msvc"))]
+#[repr(transparent)]
+struct MallocConf(*const std::ffi::c_char);
+// SAFETY: it points at a string literal, immutable for the whole program.
+#[cfg(not(target_env = "msvc"))]
+unsafe impl Sync for MallocConf {}
+
 #[derive(Parser)]
 #[command(name = "tempora", version, about = "A persistent, bitemporal memory database for AI agents")]
 struct Cli {
@@ -42,6 +62,14 @@ enum Command {
     /// Reads the data directory like serve does (flag > TEMPORA_DATA_DIR >
     /// the config file > the default).
     Compact(DataDirArgs),
+    /// Print where the bytes of a data directory go: each table of the store
+    /// (entries, bytes of records, bytes of pages), free pages, the journal,
+    /// the search index, and the store's bytes per fact version. Changes
+    /// nothing. The server must not be running on it.
+    ///
+    /// Reads the data directory like serve does (flag > TEMPORA_DATA_DIR >
+    /// the config file > the default).
+    Size(DataDirArgs),
     /// Exit 0 when the server answers GET /healthz (for container health
     /// checks; needs no curl). The address defaults to TEMPORA_HTTP_ADDR, with
     /// 0.0.0.0 taken as loopback.
@@ -137,6 +165,12 @@ struct ServeArgs {
     /// [env: TEMPORA_DURABILITY]
     #[arg(long, value_enum)]
     durability: Option<DurabilityArg>,
+    /// Memory for the storage engine's page cache, in MiB: the bulk of the
+    /// server's memory once the store outgrows it; reads that miss it go to
+    /// the operating system's page cache or the disk
+    /// [env: TEMPORA_STORAGE_CACHE_BYTES, in bytes] [default: 256]
+    #[arg(long, value_name = "MB")]
+    cache_mb: Option<u64>,
 }
 
 #[derive(clap::Args)]
@@ -167,6 +201,7 @@ fn main() -> Result<()> {
         Command::Serve(args) => serve(args),
         Command::Reindex(args) => reindex(args),
         Command::Compact(args) => compact(args),
+        Command::Size(args) => size(args),
         Command::Healthcheck { addr } => healthcheck(addr),
         Command::Backup(args) => {
             let made = match (&args.data_dir, &args.store) {
@@ -217,10 +252,13 @@ fn serve(args: ServeArgs) -> Result<()> {
             DurabilityArg::Durable => DurabilitySetting::Durable,
             DurabilityArg::Relaxed => DurabilitySetting::Relaxed,
         }),
+        cache_mb: args.cache_mb,
     };
     let cfg = Config::load(file.as_deref(), &env, flags)?;
     init_logging(cfg.log_format);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // Named so a per-thread CPU account tells this runtime's work (search
+    // indexing, change feeds, the monitor, gRPC) from the HTTP threads'.
+    let runtime = tokio::runtime::Builder::new_multi_thread().thread_name("tempora-main").enable_all().build()?;
     runtime.block_on(async {
         let shutdown = tempora::server::shutdown_signal();
         tempora::server::run(cfg, shutdown).await
@@ -259,6 +297,59 @@ fn compact(args: DataDirArgs) -> Result<()> {
         done.elapsed.as_secs_f64()
     );
     Ok(())
+}
+
+fn size(args: DataDirArgs) -> Result<()> {
+    let cfg = offline_config(args)?;
+    let dir = &cfg.data_dir;
+    let u = tempora::store::embedded::usage(dir).map_err(|e| match e {
+        tempora::store::EngineError::Storage(tempora::store::StorageError::Locked(_)) => anyhow::anyhow!(
+            "data directory {} is in use by another process (a running tempora server?); stop it first",
+            dir.display()
+        ),
+        other => anyhow::anyhow!("cannot read the store in {}: {other}", dir.display()),
+    })?;
+    let index = tree_disk_bytes(&tempora::search::indexer::index_dir(dir));
+    let mb = |b: u64| format!("{:.1}", b as f64 / 1e6);
+    let versions = u.fact_versions().max(1) as f64;
+    println!("{:<12} {:>12} {:>12} {:>12} {:>7} {:>14}", "table", "entries", "records MB", "pages MB", "fill", "pages B/entry");
+    for t in &u.tables {
+        let fill = if t.page_bytes == 0 { "-".to_string() } else { format!("{:.0} %", 100.0 * t.stored_bytes as f64 / t.page_bytes as f64) };
+        let per = if t.entries == 0 { "-".to_string() } else { format!("{:.0}", t.page_bytes as f64 / t.entries as f64) };
+        println!("{:<12} {:>12} {:>12} {:>12} {:>7} {:>14}", t.keyspace.name(), t.entries, mb(t.stored_bytes), mb(t.page_bytes), fill, per);
+    }
+    println!("{:<12} {:>12} {:>12} {:>12}", "all tables", "", mb(u.tables.iter().map(|t| t.stored_bytes).sum()), mb(u.page_bytes()));
+    println!(
+        "file {} MB long, {} MB on disk: {} MB on disk outside the tables (free pages, to be reused; `tempora compact` gives them back)",
+        mb(u.file_bytes),
+        mb(u.file_disk_bytes),
+        mb(u.outside_tables_bytes)
+    );
+    println!("journal {} MB on disk", mb(u.journal_disk_bytes));
+    println!(
+        "store {} MB on disk for {} fact versions: {:.0} B per version ({:.0} B in table pages); search index {} MB ({:.0} B per version)",
+        mb(u.disk_bytes()),
+        u.fact_versions(),
+        u.disk_bytes() as f64 / versions,
+        u.page_bytes() as f64 / versions,
+        mb(index),
+        index as f64 / versions
+    );
+    Ok(())
+}
+
+/// Blocks allocated under `dir`, as `du` counts them.
+fn tree_disk_bytes(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => tree_disk_bytes(&e.path()),
+            Ok(m) => m.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 fn reindex(args: DataDirArgs) -> Result<()> {

@@ -45,6 +45,11 @@ pub fn compact(dir: &Path) -> Result<tempora_storage::kv::CompactSummary> {
     tempora_storage::compact(dir)
 }
 
+/// Where the bytes of the store in `dir` go (no server may have it open).
+pub fn usage(dir: &Path) -> Result<tempora_storage::kv::StoreUsage> {
+    tempora_storage::usage(dir)
+}
+
 impl MemoryStore for Engine {
     fn write_then(
         &self,

@@ -14,7 +14,9 @@ pub struct EngineConfig {
     /// Data directory; `None` opens a temporary store that vanishes on drop.
     pub path: Option<PathBuf>,
     pub durability: Durability,
-    /// Page cache size of the backend.
+    /// The memory the backend's page cache may take (redb: pages with the
+    /// allocator's overhead, `kv::redb_backend::page_capacity`; sled: bytes
+    /// as stored).
     pub cache_bytes: u64,
     /// redb: journal bytes between two checkpoints into the store file
     /// (the writes since the last one are held in memory, about twice this
@@ -85,7 +87,7 @@ impl Default for EngineConfig {
         EngineConfig {
             path: None,
             durability: Durability::Durable,
-            cache_bytes: 512 << 20,
+            cache_bytes: 256 << 20,
             checkpoint_bytes: crate::kv::CHECKPOINT_BYTES,
             warm_cache: true,
             max_group: 512,

@@ -30,6 +30,19 @@ pub fn compact(dir: &std::path::Path) -> Result<crate::kv::CompactSummary> {
     }
 }
 
+/// Where the bytes of the store in `dir` go, table by table
+/// (`kv::redb_usage`). No server may have the store open.
+pub fn usage(dir: &std::path::Path) -> Result<crate::kv::StoreUsage> {
+    match Backend::found_in(dir) {
+        Some(Backend::Redb) => Ok(crate::kv::redb_usage(dir)?),
+        Some(Backend::Sled) => Err(EngineError::invalid(format!(
+            "{} is a sled store; its size is reported for redb stores only (`tempora backup --data-dir` and \
+             `tempora restore` move it to redb)",
+            dir.display()
+        ))),
+        None => Err(EngineError::invalid(format!("{} holds no store", dir.display()))),
+    }
+}
 
 /// The bitemporal fact engine. Cheap to share behind an `Arc`; every method
 /// takes `&self` and is safe to call from any number of threads.

@@ -66,7 +66,7 @@ pub mod space;
 pub mod takeover;
 mod write;
 
-pub use engine::{compact, Backend, Engine, EngineConfig};
+pub use engine::{compact, usage, Backend, Engine, EngineConfig};
 pub use error::{EngineError, StorageError};
 pub use limits::*;
 pub use migrate::CURRENT_FORMAT;

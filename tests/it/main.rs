@@ -60,6 +60,7 @@ mod postgres_sse_resume;
 mod postgres_store;
 mod postgres_tls;
 mod serve;
+mod size;
 mod storage_checkpoint;
 mod storage_warm;
 mod store_model;

@@ -53,6 +53,9 @@ pub struct Journal {
     bytes: u64,
     /// Records appended since the file was opened, for its [`SyncHandle`].
     appended: Arc<AtomicU64>,
+    /// Whether the file may hold bytes: anything appended since it was last
+    /// truncated, or found in it at open.
+    nonempty: bool,
 }
 
 /// A second handle on a journal file, to `fdatasync` it without holding the
@@ -107,7 +110,8 @@ impl Journal {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         let (records, run) = decode(&bytes);
-        Ok((Journal { file, bytes: run as u64, appended: Arc::default() }, records))
+        let nonempty = !bytes.is_empty();
+        Ok((Journal { file, bytes: run as u64, appended: Arc::default(), nonempty }, records))
     }
 
     /// Appends the batch numbered `seq`. It is durable after a sync through
@@ -116,6 +120,7 @@ impl Journal {
         let record = encode(seq, batch);
         self.file.write_all_at(&record, self.bytes)?;
         self.bytes += record.len() as u64;
+        self.nonempty = true;
         self.appended.fetch_add(1, Ordering::Release);
         Ok(())
     }
@@ -144,7 +149,13 @@ impl Journal {
     pub fn truncate(&mut self) -> std::io::Result<()> {
         self.file.set_len(0)?;
         self.bytes = 0;
+        self.nonempty = false;
         Ok(())
+    }
+
+    /// Whether the file may hold bytes, live records or old ones.
+    pub fn nonempty(&self) -> bool {
+        self.nonempty
     }
 }
 

@@ -15,6 +15,7 @@ mod sled_backend;
 pub use capture::CapturingKv;
 pub use redb_backend::{RedbKv, CHECKPOINT_BYTES, DEFER_UP_TO, FILE_NAME as REDB_FILE, IDLE_CHECKPOINT};
 pub use redb_backend::compact::{compact as compact_redb, CompactSummary, COMPACTING_FILE};
+pub use redb_backend::usage::{usage as redb_usage, StoreUsage, TableUsage};
 pub use sled_backend::SledKv;
 
 use crate::error::StorageError;
@@ -172,7 +173,7 @@ pub trait OrderedKv: Send + Sync + 'static {
     }
 }
 
-/// The page cache of a backend: bytes held now and the configured ceiling.
+/// The page cache of a backend: the memory it holds now and its ceiling.
 /// Memory grows while `used` climbs towards `capacity` and levels off once it
 /// is there, which is what tells a warm-up from a leak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -156,7 +156,7 @@ impl Mariadb {
 
     pub async fn check(&self) -> Result<Violations> {
         let mut c = self.conn().await?;
-        let row: Option<(u64, u64, u64, u64)> = c
+        let row: Option<(u64, u64, u64, u64, u64)> = c
             .query_first(format!(
                 "SELECT
                   (SELECT COUNT(*) FROM (SELECT 1 FROM facts WHERE valid_to = '{OPEN}'
@@ -164,11 +164,12 @@ impl Mariadb {
                   (SELECT COUNT(*) FROM facts WHERE valid_to < valid_from),
                   (SELECT COUNT(*) FROM (SELECT valid_from, LAG(valid_to) OVER (PARTITION BY subject, predicate
                      ORDER BY valid_from) AS prev_to FROM facts) o WHERE prev_to > valid_from),
-                  (SELECT COUNT(*) FROM facts)"
+                  (SELECT COUNT(*) FROM facts),
+                  (SELECT COUNT(*) FROM facts FOR SYSTEM_TIME ALL)"
             ))
             .await?;
-        let (d, i, o, n) = row.context("the check returned no row")?;
-        Ok(Violations { duplicate_active: d, inverted: i, overlapping: o, facts: n })
+        let (d, i, o, n, all) = row.context("the check returned no row")?;
+        Ok(Violations { duplicate_active: d, inverted: i, overlapping: o, facts: n, versions: all })
     }
 }
 

@@ -175,6 +175,33 @@ pub fn server_cpu_seconds(pid: Option<u32>, name: &str) -> Option<f64> {
     ticks.map(|t| t as f64 / USER_HZ)
 }
 
+/// CPU seconds each kind of thread of process `pid` has used, by thread
+/// name with a trailing number left off (`tempora-http-3` counts as
+/// `tempora-http`): tempora names its threads for their stage (HTTP, writer,
+/// journal sync, checkpoint), so two readings split a step's server CPU by
+/// stage. A thread that ends between the readings takes its time with it;
+/// tempora's threads live as long as the server. `None` when `/proc` cannot
+/// be read.
+pub fn thread_cpu_seconds(pid: u32) -> Option<std::collections::BTreeMap<String, f64>> {
+    let mut by_kind = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        let (Some((comm, _)), Some(t)) = (split_stat(&stat), cpu_ticks_in(&stat)) else { continue };
+        *by_kind.entry(thread_kind(comm).to_string()).or_insert(0.0) += t as f64 / USER_HZ;
+    }
+    Some(by_kind)
+}
+
+/// A thread's name without its trailing number and the dash before it.
+fn thread_kind(comm: &str) -> &str {
+    let kind = comm.trim_end_matches(|c: char| c.is_ascii_digit());
+    if kind.len() < comm.len() {
+        kind.trim_end_matches('-')
+    } else {
+        comm
+    }
+}
+
 /// CPU seconds this process (the load tool, every thread) has used.
 pub fn own_cpu_seconds() -> Option<f64> {
     cpu_ticks_in(&std::fs::read_to_string("/proc/self/stat").ok()?).map(|t| t as f64 / USER_HZ)
@@ -407,6 +434,14 @@ mod tests {
         }
         let grew = own_cpu_seconds().unwrap() - before;
         assert!(grew >= 0.2 - 2.0 / USER_HZ, "the load tool's own time grew by {grew} s");
+    }
+
+    #[test]
+    fn thread_kinds_leave_off_the_number() {
+        assert_eq!(thread_kind("tempora-http-12"), "tempora-http");
+        assert_eq!(thread_kind("tempora-writer"), "tempora-writer");
+        assert_eq!(thread_kind("thrd-tantivy-index0"), "thrd-tantivy-index");
+        assert_eq!(thread_kind("42"), "");
     }
 
     #[test]

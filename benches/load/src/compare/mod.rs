@@ -358,7 +358,18 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
             ),
             _ => (args.data_dir(k).map(measure::disk_bytes).transpose()?, measure::memory_bytes(args.pid(k), k.process())),
         };
-        run.record(k, "footprint", json!({"disk_bytes": disk, "memory_bytes": memory, "replicas": replicas(k, &args)}))?;
+        // tempora's search index on a line of its own: the peers have none.
+        let index = match (k, args.data_dir(k)) {
+            (Kind::Tempora, Some(dir)) if dir.join("search").is_dir() => Some(measure::disk_bytes(&dir.join("search"))?),
+            _ => None,
+        };
+        let versions = run.results.iter().rev().find(|r| r["system"] == k.name() && r["workload"] == "check_w1");
+        run.record(
+            k,
+            "footprint",
+            json!({"disk_bytes": disk, "index_bytes": index, "memory_bytes": memory, "replicas": replicas(k, &args),
+                "versions": versions.and_then(|r| r["versions"].as_u64()).filter(|v| *v > 0)}),
+        )?;
     }
     summarise(&run.results);
     verdict(&run.results)
@@ -457,10 +468,18 @@ async fn timed(system: &System, w: Workload, args: &CompareArgs) -> Result<Value
     let t0 = Instant::now();
     let before = measure::Activity::now();
     let cpu_before = Cpu::now(system.kind(), args);
+    let threads_before = thread_cpu(system.kind(), args);
     tokio::time::sleep(Duration::from_secs(args.duration)).await;
     measuring.store(false, Ordering::Relaxed);
     let busy = measure::Activity::now().since(&before);
     let cpu = Cpu::now(system.kind(), args).since(&cpu_before);
+    let by_thread = threads_before.zip(thread_cpu(system.kind(), args)).map(|(before, after)| {
+        after
+            .into_iter()
+            .map(|(kind, s)| (kind.clone(), s - before.get(&kind).copied().unwrap_or(0.0)))
+            .filter(|(_, s)| *s > 0.0)
+            .collect::<std::collections::BTreeMap<_, _>>()
+    });
     let elapsed = t0.elapsed().as_secs_f64();
     let (errors_after, wrong_after) = (errors.load(Ordering::Relaxed), wrong.load(Ordering::Relaxed));
     stop.store(true, Ordering::Relaxed);
@@ -486,7 +505,17 @@ async fn timed(system: &System, w: Workload, args: &CompareArgs) -> Result<Value
         "server_cpu_s": cpu.server,
         "tool_cpu_s": cpu.tool,
         "database_cpu_s": cpu.database,
+        "server_cpu_s_by_thread": by_thread,
     }))
+}
+
+/// The embedded server's CPU so far by kind of thread (`--tempora-pid`
+/// given): the split of its CPU per request by stage.
+fn thread_cpu(k: Kind, args: &CompareArgs) -> Option<std::collections::BTreeMap<String, f64>> {
+    match k {
+        Kind::Tempora => measure::thread_cpu_seconds(args.pid(k)?),
+        _ => None,
+    }
 }
 
 /// CPU seconds used so far by a system's server processes and by this tool.
@@ -608,6 +637,23 @@ fn summarise(results: &[Value]) {
             );
         }
     }
+    // Where tempora's server CPU per request went, by kind of thread.
+    for w in ["hotkey", "w5", "w0", "w2", "w4", "w1", "w3"] {
+        let Some(all) = rounds("tempora", w) else { continue };
+        let r = all.median;
+        let ops = r["throughput_per_s"].as_f64().unwrap_or(0.0) * r["seconds"].as_f64().unwrap_or(0.0);
+        let Some(split) = r["server_cpu_s_by_thread"].as_object().filter(|_| ops > 0.0) else { continue };
+        let mut parts: Vec<(String, f64)> =
+            split.iter().filter_map(|(k, v)| Some((k.clone(), v.as_f64()? * 1e6 / ops))).collect();
+        // Threads that ended during the step (a checkpoint's, a merge's)
+        // took their time out of the per-thread figures; the process kept it.
+        let total = r["server_cpu_s"].as_f64().unwrap_or(0.0) * 1e6 / ops;
+        let live: f64 = parts.iter().map(|p| p.1).sum();
+        parts.push(("threads that ended".into(), total - live));
+        parts.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let text: Vec<String> = parts.iter().filter(|p| p.1 >= 0.05).map(|(k, us)| format!("{k} {us:.1}")).collect();
+        println!("{:<12} {w:<8} server us by thread: {}", "cpu_split", text.join(", "));
+    }
     for s in ALL_SYSTEMS {
         for c in ["check_hotkey", "check_w1"] {
             if let Some(r) = get(s, c) {
@@ -618,8 +664,21 @@ fn summarise(results: &[Value]) {
             }
         }
         if let Some(r) = get(s, "footprint") {
-            let mb = |k: &str| r[k].as_u64().map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "-".into());
-            println!("{:<12} {s:<10} disk={} memory={}", "footprint", mb("disk_bytes"), mb("memory_bytes"));
+            let mb = |b: Option<u64>| b.map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "-".into());
+            let (disk, index) = (r["disk_bytes"].as_u64(), r["index_bytes"].as_u64());
+            // The store apart from the search index, and per fact version.
+            let store = disk.map(|d| d - index.unwrap_or(0));
+            let per_version = store
+                .zip(r["versions"].as_u64())
+                .map(|(b, v)| format!(" ({:.0} B per version, {v} versions)", b as f64 / v as f64))
+                .unwrap_or_default();
+            let index = index.map(|i| format!(" search_index={}", mb(Some(i)))).unwrap_or_default();
+            println!(
+                "{:<12} {s:<10} disk={}{per_version}{index} memory={}",
+                "footprint",
+                mb(store),
+                mb(r["memory_bytes"].as_u64())
+            );
         }
     }
 }

@@ -207,12 +207,13 @@ impl Postgres {
                   (SELECT count(*) FROM (SELECT valid, lag(valid) OVER (PARTITION BY subject, predicate
                      ORDER BY lower(valid)) AS prev FROM facts WHERE upper_inf(recorded) AND status <> 'retracted'
                      AND NOT isempty(valid)) o WHERE prev && valid),
-                  (SELECT count(*) FROM facts WHERE upper_inf(recorded))",
+                  (SELECT count(*) FROM facts WHERE upper_inf(recorded)),
+                  (SELECT count(*) FROM facts)",
                 &[],
             )
             .await?;
         let n = |i: usize| row.get::<_, i64>(i) as u64;
-        Ok(Violations { duplicate_active: n(0), inverted: n(1), overlapping: n(2), facts: n(3) })
+        Ok(Violations { duplicate_active: n(0), inverted: n(1), overlapping: n(2), facts: n(3), versions: n(4) })
     }
 }
 

@@ -69,6 +69,11 @@ pub struct Violations {
     pub overlapping: u64,
     /// Facts checked.
     pub facts: u64,
+    /// Fact versions the store holds, current and past (what its disk
+    /// figure is divided by): tempora's facts and their closing versions;
+    /// the peers' rows, current and history.
+    #[serde(default)]
+    pub versions: u64,
 }
 
 impl Violations {

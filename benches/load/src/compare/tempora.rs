@@ -84,6 +84,7 @@ impl Tempora {
         let mut c = self.connect()?;
         let mut keys: HashMap<String, Vec<(i64, Option<i64>, bool)>> = HashMap::new();
         let mut cursor: Option<String> = None;
+        let mut superseded = 0;
         loop {
             let mut path = format!("/api/facts?predicate={PREDICATE}&status=active,superseded&limit=1000");
             if let Some(c) = &cursor {
@@ -97,6 +98,8 @@ impl Tempora {
                 let from = f["valid_from"].as_i64().context("a fact without valid_from")?;
                 let until = f["valid_until"].as_i64();
                 let open_active = until.is_none() && f["status"] == "active";
+                // A superseded fact has two versions: as asserted, and closed.
+                superseded += u64::from(f["status"] == "superseded");
                 keys.entry(subject).or_default().push((from, until, open_active));
             }
             if cursor.is_none() {
@@ -107,6 +110,7 @@ impl Tempora {
         for facts in keys.values_mut() {
             check_key(facts, &mut v);
         }
+        v.versions = v.facts + superseded;
         Ok(v)
     }
 }

@@ -299,12 +299,30 @@ impl Shared {
                             Err(e) => tracing::warn!(error = %e, "idle checkpoint failed to start"),
                         }
                     } else if idle >= after && w.active.is_empty() && w.checkpoint.is_none() {
+                        this.empty_journals(&mut w);
                         this.warm_if_due(&mut w);
                     }
                     after.saturating_sub(idle).max(after / 4)
                 }
             };
             this.idle_wake.wait_for(&mut w, wait);
+        }
+    }
+
+    /// Empties the journal files of an idle store, whose every batch redb
+    /// holds durably (no batch since the last checkpoint, and none under
+    /// way). Checkpoints start a file over in place, so under writes each
+    /// keeps the size it grew to (at least `storage_checkpoint_bytes`, 32
+    /// MiB): two files of old records, on the disk of a store that may stay
+    /// idle for days. The first appends after it grow the file again, and
+    /// their syncs commit the file system's journal too, until the next
+    /// checkpoint starts it over. Not synced: a crash may leave the old
+    /// records, which a reopen skips (redb already has them).
+    fn empty_journals(&self, w: &mut MutexGuard<'_, Writer>) {
+        for journal in w.journals.iter_mut().filter(|j| j.nonempty()) {
+            if let Err(e) = journal.truncate() {
+                tracing::warn!(error = %e, "emptying an idle store's journal file failed");
+            }
         }
     }
 
