@@ -288,6 +288,70 @@ fn a_failed_checkpoint_loses_nothing_and_the_next_writer_to_need_one_gets_the_er
 }
 
 #[test]
+fn a_checkpoint_cut_short_between_its_parts_loses_nothing_and_reads_stay_right() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let open = |dir: &Path| RedbKv::open(dir, 1 << 20).unwrap().idle_checkpoint_after(None);
+    let key = |i: u32| format!("k{i:05}").into_bytes();
+    let dir = tempfile::tempdir().unwrap();
+    let mut kv = open(dir.path());
+    // Some keys in redb already, to be overwritten and deleted by the layer.
+    for i in (0..400).step_by(2) {
+        kv.apply(put(Keyspace::Sp, &key(i), b"old")).unwrap();
+    }
+    wait_for_checkpoint(&kv);
+    Shared::start_checkpoint(&kv.shared, &mut kv.shared.writer.lock()).unwrap();
+    wait_for_checkpoint(&kv);
+    let before = stored_seq(&kv.shared.db);
+    // A layer of several parts (parts are 64 writes in tests): new keys,
+    // overwrites, and deletes of keys redb holds.
+    for i in 0..400u32 {
+        kv.apply(put(Keyspace::Sp, &key(i), format!("v{i}").as_bytes())).unwrap();
+    }
+    for i in (0..400u32).step_by(4) {
+        let mut b = WriteBatch::default();
+        b.delete(Keyspace::Sp, key(i));
+        kv.apply(b).unwrap();
+    }
+    let expected: Vec<(Vec<u8>, Vec<u8>)> =
+        (0..400u32).filter(|i| i % 4 != 0).map(|i| (key(i), format!("v{i}").into_bytes())).collect();
+    let read_all = |kv: &RedbKv| -> Vec<(Vec<u8>, Vec<u8>)> {
+        kv.scan(Keyspace::Sp, Bound::Unbounded, Bound::Unbounded, false).map(Result::unwrap).collect()
+    };
+    // The first part is committed, then the checkpoint stops.
+    kv.shared.fail_between_chunks.store(true, SeqCst);
+    Shared::start_checkpoint(&kv.shared, &mut kv.shared.writer.lock()).unwrap();
+    while kv.shared.writer.lock().checkpoint_running() == Some(true) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let in_redb = {
+        let txn = kv.shared.db.begin_read().unwrap();
+        let table = txn.open_table(definition(Keyspace::Sp)).unwrap();
+        table.range::<&[u8]>(..).unwrap().filter(|e| e.as_ref().unwrap().1.value().starts_with(b"v")).count()
+    };
+    assert!(in_redb > 0 && in_redb < expected.len(), "{in_redb} of the layer's values are in redb");
+    assert_eq!(stored_seq(&kv.shared.db), before, "only the last part records the journal number");
+    assert_eq!(read_all(&kv), expected, "readers see the layer over the part written");
+    // A crash now: the journal replays the whole layer over the part.
+    kv.skip_checkpoint_on_close = true;
+    drop(kv);
+    let kv = open(dir.path());
+    assert_eq!(read_all(&kv), expected);
+    assert_eq!(stored_seq(&kv.shared.db), before + 500);
+
+    // Without the failure, a layer goes to redb in parts and reads as written.
+    for i in 0..400u32 {
+        kv.apply(put(Keyspace::Sp, &key(i), b"w")).unwrap();
+    }
+    Shared::start_checkpoint(&kv.shared, &mut kv.shared.writer.lock()).unwrap();
+    wait_for_checkpoint(&kv);
+    assert!(kv.view().frozen.is_none() && kv.view().active.is_empty());
+    let all = read_all(&kv);
+    assert_eq!(all.len(), 400);
+    assert!(all.iter().all(|(_, v)| v == b"w"));
+    assert_eq!(stored_seq(&kv.shared.db), before + 900);
+}
+
+#[test]
 fn writes_go_on_while_a_slow_checkpoint_writes_until_the_journal_holds_four_times_its_size() {
     use std::sync::atomic::Ordering::SeqCst;
     let dir = tempfile::tempdir().unwrap();

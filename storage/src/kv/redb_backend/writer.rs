@@ -9,7 +9,7 @@
 //! too, gets the error, with nothing of its batch applied.
 
 use super::warm::WarmState;
-use super::{commit, Shared, View};
+use super::{commit_in_chunks, Shared, View, CHUNK_WRITES};
 use crate::error::StorageError;
 use crate::kv::journal::Journal;
 use crate::kv::pending::Pending;
@@ -205,7 +205,7 @@ impl Shared {
         // A panic must not leave the checkpoint marked as running: writers
         // and the close wait for that mark to go.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.commit_checkpoint(frozen, seq, durability)
+            self.commit_checkpoint(frozen, seq, durability, true)
         }))
         .unwrap_or_else(|_| Err(StorageError::Backend("the checkpoint panicked".into())));
         let mut w = self.writer.lock();
@@ -222,7 +222,16 @@ impl Shared {
         self.checkpoint_done.notify_all();
     }
 
-    fn commit_checkpoint(&self, frozen: &Pending, seq: u64, durability: redb::Durability) -> Result<(), StorageError> {
+    /// Writes `frozen` into redb. `in_parts` on the checkpoint's own thread,
+    /// which publishes a view after each part ([`CHUNK_WRITES`]); a retry
+    /// under the writer's lock writes it in one transaction.
+    fn commit_checkpoint(
+        &self,
+        frozen: &Pending,
+        seq: u64,
+        durability: redb::Durability,
+        in_parts: bool,
+    ) -> Result<(), StorageError> {
         #[cfg(test)]
         while self.hold_checkpoints.load(std::sync::atomic::Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(5));
@@ -231,7 +240,23 @@ impl Shared {
         if self.fail_checkpoints.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(StorageError::Backend("checkpoints fail in this test".into()));
         }
-        commit(&self.db, frozen, seq, durability)
+        let chunk = if in_parts { CHUNK_WRITES } else { usize::MAX };
+        commit_in_chunks(&self.db, frozen, seq, durability, chunk, &mut || self.checkpoint_progressed())
+    }
+
+    /// After a part of the checkpoint is committed: readers get a view on
+    /// redb as it is now, so that no reader holds the state before it and
+    /// redb may reuse the pages it freed. They see the same data: the frozen
+    /// layer still covers every key the part wrote, with the same values.
+    fn checkpoint_progressed(&self) -> Result<(), StorageError> {
+        #[cfg(test)]
+        if self.fail_between_chunks.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StorageError::Backend("checkpoints stop after a part in this test".into()));
+        }
+        let tables = View::tables(&self.db)?;
+        let w = self.writer.lock();
+        *self.view.write() = Arc::new(w.view(tables));
+        Ok(())
     }
 
     /// Once the checkpoint's layer is in redb: starts its journal file over,
@@ -259,7 +284,7 @@ impl Shared {
                 continue;
             }
             let (frozen, seq) = (checkpoint.frozen.clone(), checkpoint.seq);
-            self.commit_checkpoint(&frozen, seq, w.durability())?;
+            self.commit_checkpoint(&frozen, seq, w.durability(), false)?;
             self.checkpoint_written(w)?;
             tracing::info!(seq, "a failed checkpoint succeeded when tried again");
         }
