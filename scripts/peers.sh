@@ -11,8 +11,8 @@
 #
 # PostgreSQL listens on 127.0.0.1:55432 (user and database `bench`, trust
 # auth), MariaDB on 127.0.0.1:53306 (user `bench`, no password, database
-# `bench`). Data lives under $PEERS_DIR (default /tmp/tempora-peers). Both get
-# the same page cache budget as tempora's storage engine (512 MB).
+# `bench`). Data lives under $PEERS_DIR (default /tmp/tempora-peers). Each gets
+# 512 MB of cache, twice tempora's default bound (256 MiB).
 set -euo pipefail
 
 PEERS_DIR=${PEERS_DIR:-/tmp/tempora-peers}
