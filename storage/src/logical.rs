@@ -266,6 +266,8 @@ pub struct Importer {
     bounds: HashMap<TenantId, Millis>,
     /// The newest tx any item carries: the clock may not be behind it.
     newest_tx: Tx,
+    /// The predicates set to `many`, whose live facts `idx_spo` holds.
+    many: HashSet<(TenantId, String)>,
 }
 
 impl Importer {
@@ -290,6 +292,7 @@ impl Importer {
             ids: HashSet::new(),
             bounds: HashMap::new(),
             newest_tx: 0,
+            many: HashSet::new(),
         })
     }
 
@@ -312,6 +315,11 @@ impl Importer {
     /// A predicate's cardinality, set for `tenant`.
     pub fn predicate(&mut self, tenant: TenantId, info: &PredicateInfo) -> Result<()> {
         self.known_id(tenant)?;
+        if info.cardinality == crate::model::Cardinality::Many {
+            self.many.insert((tenant, info.name.clone()));
+        } else {
+            self.many.remove(&(tenant, info.name.clone()));
+        }
         self.put(Keyspace::Meta, keys::meta::predicate(tenant, &info.name), record::encode(info))
     }
 
@@ -421,7 +429,7 @@ impl Importer {
         let tenant = self.known_name(&f.tenant)?;
         let home = if f.status.is_live() { Keyspace::Sp } else { Keyspace::Closed };
         self.put(home, keys::sp(tenant, &f.subject, &f.predicate, f.id), fact_record::encode_indexed(f))?;
-        if f.status.is_live() {
+        if f.status.is_live() && self.many.contains(&(tenant, f.predicate.clone())) {
             self.put(Keyspace::Spo, keys::spo(tenant, &f.subject, &f.predicate, &f.object, f.id), Vec::new())?;
         }
         if let Some(k) = crate::write::apply::valid_index_key(tenant, f) {

@@ -7,7 +7,9 @@
 //! 4 also rewrites values after its step, in many batches, resumed at every
 //! open until it is done (`migrations/m0004_fact_values.rs`). Format 8's
 //! step builds its keyspace in many batches of its own before the marker,
-//! and starts over when cut short (`migrations/m0008_live_by_value.rs`). A
+//! and starts over when cut short (`migrations/m0008_live_by_value.rs`);
+//! format 9's deletes part of it the same way
+//! (`migrations/m0009_by_value_for_many.rs`). A
 //! store written by a newer format is refused: this build cannot know what
 //! it means.
 
@@ -32,9 +34,11 @@ mod m0006_pair_keys;
 mod m0007_log_subjects;
 #[path = "../../migrations/m0008_live_by_value.rs"]
 mod m0008_live_by_value;
+#[path = "../../migrations/m0009_by_value_for_many.rs"]
+mod m0009_by_value_for_many;
 
 /// The format this build writes.
-pub const CURRENT_FORMAT: u32 = 8;
+pub const CURRENT_FORMAT: u32 = 9;
 
 type Step = fn(&dyn OrderedKv, &mut WriteBatch) -> Result<(), StorageError>;
 
@@ -48,6 +52,7 @@ const STEPS: &[(&str, Step)] = &[
     ("0006_pair_keys", m0006_pair_keys::apply),
     ("0007_log_subjects", m0007_log_subjects::apply),
     ("0008_live_by_value", m0008_live_by_value::apply),
+    ("0009_by_value_for_many", m0009_by_value_for_many::apply),
 ];
 
 /// The format recorded in the store; `None` for a store never initialized.

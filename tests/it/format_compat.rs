@@ -6,9 +6,12 @@
 //! superseded-until bound recorded (format 5), and its per-fact `idx_ps`
 //! keys read beside format 6's per-pair ones, and its change log, which
 //! names fact ids only, read by id with the subjects and value changes that
-//! format 7 records, and its live facts indexed by value (format 8) so that
-//! a `many` value reasserted takes over its copy; a directory of a newer
-//! format is refused with a clear message and left as it was.
+//! format 7 records, and its live facts of `many` predicates indexed by
+//! value (formats 8 and 9) so that a `many` value reasserted takes over its
+//! copy. A format-8 data directory (redb, `tests/data/format8`) keeps its
+//! facts and drops the by-value keys of its `one` predicates (format 9). A
+//! directory of a newer format is refused with a clear message and left as
+//! it was.
 
 use crate::common::copy_dir;
 use std::path::{Path, PathBuf};
@@ -190,6 +193,15 @@ fn a_format_1_data_dir_reasserts_a_many_value_after_migrating() {
     let objects = |fs: &[Fact]| fs.iter().map(|f| f.object.clone()).collect::<Vec<_>>();
     assert_eq!(objects(&after), objects(&before));
     assert!(after.iter().any(|f| f.id == again.fact.id) && after.iter().any(|f| f.id == before[1].id));
+    // From format 9 only the live facts of `many` predicates are kept by value.
+    let many: std::collections::HashSet<String> = e
+        .tenants()
+        .iter()
+        .flat_map(|t| e.predicates(t).unwrap())
+        .filter(|p| p.cardinality == Cardinality::Many)
+        .map(|p| p.name)
+        .collect();
+    assert!(many.contains("knows"));
     e.close();
     drop(e);
 
@@ -197,16 +209,68 @@ fn a_format_1_data_dir_reasserts_a_many_value_after_migrating() {
     let all = |ks| -> Vec<Vec<u8>> {
         kv.scan(ks, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded, false).map(|i| i.unwrap().0).collect()
     };
-    let mut want: Vec<Vec<u8>> = Vec::new();
+    let (mut want, mut live) = (Vec::new(), 0);
     for item in kv.scan(Keyspace::Sp, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded, false) {
         let (k, v) = item.unwrap();
         let f = fact_record::decode_indexed("", &k, &v).unwrap();
-        want.push(keys::spo(keys::tenant_of_index_key(&k).unwrap(), &f.subject, &f.predicate, &f.object, f.id));
+        live += 1;
+        if many.contains(&f.predicate) {
+            want.push(keys::spo(keys::tenant_of_index_key(&k).unwrap(), &f.subject, &f.predicate, &f.object, f.id));
+        }
     }
     want.sort();
-    // Three active facts of tenant "default" and tom's candidate.
-    assert_eq!(want.len(), 4);
+    // Three active facts of tenant "default" and tom's candidate; sarah's
+    // two `knows` are the `many` ones.
+    assert_eq!(live, 4);
+    assert_eq!(want.len(), 2);
     assert_eq!(all(Keyspace::Spo), want);
+}
+
+/// `tests/data/format8`: a redb store written by format 8 through the HTTP
+/// API: `works_at` (one) for ada (acme, then globex from 2021) and bob
+/// (acme); `likes` (many) for ada (tea, chess, and jazz, retracted) and bob
+/// (tea). Format 8 kept all five live facts by value.
+fn format8() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format8"), &dir);
+    (tmp, dir)
+}
+
+#[test]
+fn a_format_8_data_dir_keeps_its_facts_and_only_the_many_ones_by_value() {
+    let (_tmp, dir) = format8();
+    assert_eq!(usage(&dir).unwrap().table(Keyspace::Spo).unwrap().entries, 5, "format 8: every live fact");
+    let e = Engine::open(EngineConfig::at(&dir)).unwrap();
+    assert_eq!(e.format_found(), 8);
+    let objects = |subject: &str, predicate: &str| {
+        let q = FactQuery { predicate: Some(predicate.into()), ..Default::default() };
+        let mut v: Vec<String> =
+            by_subject(&e, "default", subject, q).iter().map(|f| f.object.as_str().unwrap().to_string()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(objects("Person:ada", "works_at"), ["Org:globex"]);
+    assert_eq!(objects("Person:bob", "works_at"), ["Org:acme"]);
+    assert_eq!(objects("Person:ada", "likes"), ["chess", "tea"]);
+    let all = FactQuery { status: StatusFilter::Any, include_retracted: true, ..Default::default() };
+    let history = by_subject(&e, "default", "Person:ada", all);
+    assert_eq!(history.len(), 5, "globex, acme superseded, tea, chess, jazz retracted");
+    // Writes after the migration: a many value reasserted takes over its
+    // copy alone; a one value takes over the pair.
+    let tea = by_subject(&e, "default", "Person:ada", FactQuery { predicate: Some("likes".into()), ..Default::default() })
+        .into_iter()
+        .find(|f| f.object == "tea")
+        .unwrap();
+    let again = e.assert("default", FactInput::new("Person:ada", "likes", "tea")).unwrap();
+    assert_eq!(again.superseded.iter().map(|f| f.id).collect::<Vec<_>>(), [tea.id]);
+    let moved = e.assert("default", FactInput::new("Person:bob", "works_at", "Org:initech")).unwrap();
+    assert_eq!(moved.superseded.len(), 1);
+    assert_eq!(objects("Person:ada", "likes"), ["chess", "tea"]);
+    e.close();
+    drop(e);
+    // ada's tea (the new copy) and chess, bob's tea.
+    assert_eq!(usage(&dir).unwrap().table(Keyspace::Spo).unwrap().entries, 3);
 }
 
 /// `change_log` says by fact id what `changes` says by version: the same

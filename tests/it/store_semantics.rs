@@ -582,6 +582,31 @@ fn a_write_that_makes_many_one_takes_over_every_value(kind: Kind) {
     assert_eq!(objects(&query(&e, TENANT, about(SARAH))), vec![json!("chess")]);
 }
 
+/// A predicate made `many` after facts were asserted under `one` (the
+/// store keeps its live facts by value only while it is `many`): reasserting
+/// a value takes over exactly the live facts of that value, whenever they
+/// were asserted, however often the cardinality went back and forth.
+fn a_predicate_made_many_later_takes_over_only_its_own_value(kind: Kind) {
+    let e = S::open(kind);
+    let likes = |what: &str, from: i64| FactInput::new(SARAH, "likes", what).valid_from(from);
+    let tea = e.assert(TENANT, likes("tea", T2020)).unwrap();
+    e.set_cardinality(TENANT, "likes", Cardinality::Many).unwrap();
+    let jazz = e.assert(TENANT, likes("jazz", T2021)).unwrap();
+    assert!(jazz.superseded.is_empty(), "under many a new value takes over nothing");
+    let tea2 = e.assert(TENANT, likes("tea", T2022)).unwrap();
+    assert_eq!(ids(&tea2.superseded), vec![tea.fact.id], "the copy asserted under one is taken over");
+
+    e.set_cardinality(TENANT, "likes", Cardinality::One).unwrap();
+    let chess = e.assert(TENANT, likes("chess", T2023)).unwrap();
+    assert_eq!(ids(&chess.superseded), ids(&[jazz.fact.clone(), tea2.fact.clone()]));
+    e.set_cardinality(TENANT, "likes", Cardinality::Many).unwrap();
+    let jazz2 = e.assert(TENANT, likes("jazz", T2024)).unwrap();
+    assert!(jazz2.superseded.is_empty(), "no jazz is live any more: {:?}", jazz2.superseded);
+    let chess2 = e.assert(TENANT, likes("chess", T2025)).unwrap();
+    assert_eq!(ids(&chess2.superseded), vec![chess.fact.id]);
+    assert_eq!(objects(&query(&e, TENANT, about(SARAH))), vec![json!("chess"), json!("jazz")]);
+}
+
 fn strict_rejects_a_conflicting_value_and_writes_nothing(kind: Kind) {
     let e = S::open(kind);
     e.set_cardinality(TENANT, "born_in", Cardinality::Strict).unwrap();
@@ -1060,6 +1085,7 @@ on_both_stores! {
     the_candidate_threshold_is_set_per_tenant,
     many_lets_values_coexist_and_reasserting_a_value_supersedes_its_older_copy,
     a_write_that_makes_many_one_takes_over_every_value,
+    a_predicate_made_many_later_takes_over_only_its_own_value,
     a_many_value_reasserted_often_keeps_one_live_copy,
     strict_rejects_a_conflicting_value_and_writes_nothing,
     a_batch_is_one_transaction_and_later_inputs_see_earlier_ones,
