@@ -394,11 +394,11 @@ async fn operational_routes() {
     assert!(heap("allocated") > 1e6, "a running server holds more than a megabyte");
     assert!(heap("resident") >= heap("allocated"));
     // The storage cache (redb, the default backend): filling, within its
-    // configured ceiling (512 MiB unless set).
+    // bound on memory (256 MiB unless set).
     // A PostgreSQL store has no cache of its own (the database's is its own).
     if !crate::common::on_postgres() {
         let cache = |kind: &str| gauge("tempora_storage_cache_bytes", kind);
-        assert_eq!(cache("capacity"), (512u64 << 20) as f64);
+        assert_eq!(cache("capacity"), (256u64 << 20) as f64);
         assert!(cache("used") > 0.0 && cache("used") <= cache("capacity"), "{}", m.text);
     }
     // Prometheus text: every non-comment line is `name{labels} value`.
