@@ -266,8 +266,8 @@ pub struct Importer {
     bounds: HashMap<TenantId, Millis>,
     /// The newest tx any item carries: the clock may not be behind it.
     newest_tx: Tx,
-    /// The predicates set to `many`, whose live facts `idx_spo` holds.
-    many: HashSet<(TenantId, String)>,
+    /// Per tenant, the predicates set to `many`, whose live facts `idx_spo` holds.
+    many: HashMap<TenantId, HashSet<String>>,
 }
 
 impl Importer {
@@ -292,7 +292,7 @@ impl Importer {
             ids: HashSet::new(),
             bounds: HashMap::new(),
             newest_tx: 0,
-            many: HashSet::new(),
+            many: HashMap::new(),
         })
     }
 
@@ -315,10 +315,11 @@ impl Importer {
     /// A predicate's cardinality, set for `tenant`.
     pub fn predicate(&mut self, tenant: TenantId, info: &PredicateInfo) -> Result<()> {
         self.known_id(tenant)?;
+        let many = self.many.entry(tenant).or_default();
         if info.cardinality == crate::model::Cardinality::Many {
-            self.many.insert((tenant, info.name.clone()));
+            many.insert(info.name.clone());
         } else {
-            self.many.remove(&(tenant, info.name.clone()));
+            many.remove(&info.name);
         }
         self.put(Keyspace::Meta, keys::meta::predicate(tenant, &info.name), record::encode(info))
     }
@@ -429,7 +430,7 @@ impl Importer {
         let tenant = self.known_name(&f.tenant)?;
         let home = if f.status.is_live() { Keyspace::Sp } else { Keyspace::Closed };
         self.put(home, keys::sp(tenant, &f.subject, &f.predicate, f.id), fact_record::encode_indexed(f))?;
-        if f.status.is_live() && self.many.contains(&(tenant, f.predicate.clone())) {
+        if f.status.is_live() && self.many.get(&tenant).is_some_and(|m| m.contains(&f.predicate)) {
             self.put(Keyspace::Spo, keys::spo(tenant, &f.subject, &f.predicate, &f.object, f.id), Vec::new())?;
         }
         if let Some(k) = crate::write::apply::valid_index_key(tenant, f) {

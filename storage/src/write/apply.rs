@@ -91,10 +91,12 @@ impl Cx<'_, '_> {
         let at = Stamp { tx: self.tx, now: self.now };
         let fact = takeover::new_fact(self.tenant, input, Uuid::now_v7(), at, self.cat.threshold(self.tid))?;
         let pair = keys::sp_prefix(self.tid, Some(&fact.subject), Some(&fact.predicate));
+        // One lookup for the whole assert: the facts it closes and writes
+        // are all of this predicate.
+        let cardinality = self.cardinality(&fact.predicate)?;
+        let by_value = cardinality == Cardinality::Many;
         let had_live;
         let plan = if fact.status == Status::Active {
-            let ov = &*self.ov;
-            let cardinality = self.cat.cardinality(|k| ov.get(Keyspace::Meta, k), self.tid, &fact.predicate)?;
             // Under `many` only the pair's live facts of the same value can
             // be taken over, and `idx_spo` holds those under one prefix: an
             // assert costs the same on a subject with ten values or with a
@@ -124,10 +126,10 @@ impl Cx<'_, '_> {
         let mut superseded = Vec::with_capacity(plan.closings.len());
         let mut continued = Vec::new();
         for c in plan.closings {
-            self.close(&c.old, &c.closed)?;
+            self.close(&c.old, &c.closed, by_value)?;
             if let Some(t) = &c.tail {
                 // The subject and predicate exist: `old` has them.
-                self.write_new_fact(t, false)?;
+                self.write_new_fact(t, false, by_value)?;
             }
             superseded.push(c.closed);
             continued.extend(c.tail);
@@ -135,19 +137,20 @@ impl Cx<'_, '_> {
         // A subject or predicate is new to the tenant only if no fact of the
         // pair exists; the lookups are skipped when one visibly does.
         let maybe_new = !had_live && superseded.is_empty();
-        self.write_new_fact(&plan.fact, maybe_new)?;
+        self.write_new_fact(&plan.fact, maybe_new, by_value)?;
         Ok(Asserted { fact: plan.fact, superseded, continued })
     }
 
     /// Writes `closed`, the new latest version of `old`, and moves the fact
-    /// between the indexes its old and new status belong in.
-    fn close(&mut self, old: &Fact, closed: &Fact) -> Result<()> {
+    /// between the indexes its old and new status belong in. `by_value`:
+    /// its predicate is `many` ([`Cx::by_value`]).
+    fn close(&mut self, old: &Fact, closed: &Fact, by_value: bool) -> Result<()> {
         let tid = self.tid;
         self.ov.put(Keyspace::Versions, keys::version(closed.id, closed.tx), fact_record::encode_version(closed));
         let idx_key = keys::sp(tid, &closed.subject, &closed.predicate, closed.id);
         if old.status.is_live() {
             self.ov.delete(Keyspace::Sp, idx_key.clone());
-            if self.by_value(&old.predicate)? {
+            if by_value {
                 self.ov.delete(Keyspace::Spo, keys::spo(tid, &old.subject, &old.predicate, &old.object, old.id));
             }
         }
@@ -204,8 +207,9 @@ impl Cx<'_, '_> {
     /// asks to check whether the subject and predicate are new to the tenant
     /// (for the distinct counts in stats) and whether the pair has its
     /// `idx_ps` key; it is false when a fact of the pair visibly exists.
-    /// `f` is a fact this request made, with an id made for it.
-    fn write_new_fact(&mut self, f: &Fact, maybe_new: bool) -> Result<()> {
+    /// `f` is a fact this request made, with an id made for it; `by_value`:
+    /// its predicate is `many` ([`Cx::by_value`]).
+    fn write_new_fact(&mut self, f: &Fact, maybe_new: bool, by_value: bool) -> Result<()> {
         let tid = self.tid;
         let (mut new_subject, mut new_predicate) = (false, false);
         if maybe_new {
@@ -225,7 +229,7 @@ impl Cx<'_, '_> {
         // checkpoint (on a hot key, most of them), instead of keeping a
         // delete that each assert's scan of the key must walk.
         self.ov.put_new(home, keys::sp(tid, &f.subject, &f.predicate, f.id), fact_record::encode_indexed(f));
-        if f.status.is_live() && self.by_value(&f.predicate)? {
+        if f.status.is_live() && by_value {
             self.ov.put_new(Keyspace::Spo, keys::spo(tid, &f.subject, &f.predicate, &f.object, f.id), Vec::new());
         }
         if let Some(k) = valid_index_key(tid, f) {
@@ -255,8 +259,12 @@ impl Cx<'_, '_> {
     /// those of `many` predicates, the only asserts that look there (format
     /// 9; up to format 8 every live fact was, a sixth of a store's pages).
     fn by_value(&mut self, predicate: &str) -> Result<bool> {
+        Ok(self.cardinality(predicate)? == Cardinality::Many)
+    }
+
+    fn cardinality(&mut self, predicate: &str) -> Result<Cardinality> {
         let ov = &*self.ov;
-        Ok(self.cat.cardinality(|k| ov.get(Keyspace::Meta, k), self.tid, predicate)? == Cardinality::Many)
+        Ok(self.cat.cardinality(|k| ov.get(Keyspace::Meta, k), self.tid, predicate)?)
     }
 
     /// Puts (`by_value`) or deletes the `idx_spo` keys of every live fact of
@@ -323,7 +331,8 @@ impl Cx<'_, '_> {
         match takeover::retract(&old, Stamp { tx: self.tx, now: self.now }) {
             None => Ok((old, false)),
             Some(gone) => {
-                self.close(&old, &gone)?;
+                let by_value = self.by_value(&old.predicate)?;
+                self.close(&old, &gone, by_value)?;
                 Ok((gone, true))
             }
         }

@@ -196,7 +196,7 @@ fn digest_of(path: &Path) -> Result<Digest, StorageError> {
 }
 
 /// Disk space a file takes: its allocated blocks (redb's file is sparse).
-fn allocated_bytes(path: &Path) -> Result<u64, StorageError> {
+pub(super) fn allocated_bytes(path: &Path) -> Result<u64, StorageError> {
     use std::os::unix::fs::MetadataExt;
     Ok(std::fs::metadata(path)?.blocks() * 512)
 }

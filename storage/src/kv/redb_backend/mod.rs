@@ -131,9 +131,6 @@ struct Shared {
     checkpoint_done: Condvar,
     /// Wakes the idle-checkpoint thread when the store closes.
     idle_wake: Condvar,
-    /// The page cache's ceiling in bytes of pages, as given to redb
-    /// ([`page_capacity`] of `cache_memory`).
-    cache_bytes: u64,
     /// The memory the page cache may take, as configured.
     cache_memory: u64,
     /// Set first thing by the close: a warm pass under way stops.
@@ -268,7 +265,6 @@ impl RedbKv {
             writer: Mutex::new(writer),
             checkpoint_done: Condvar::new(),
             idle_wake: Condvar::new(),
-            cache_bytes: page_capacity(cache_memory),
             cache_memory,
             closing: AtomicBool::new(false),
             warm_passes: AtomicU64::new(0),

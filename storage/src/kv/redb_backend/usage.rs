@@ -8,11 +8,11 @@
 //! file a crash left to repair; a server started and stopped once repairs it
 //! (and replays the journal into it).
 
+use super::compact::allocated_bytes;
 use super::{definition, FILE_NAME};
 use crate::error::StorageError;
 use crate::kv::{journal, Keyspace};
 use redb::{ReadableDatabase, ReadableTableMetadata};
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// One table's share of the file.
@@ -65,10 +65,6 @@ impl StoreUsage {
     }
 }
 
-fn disk_bytes(path: &Path) -> u64 {
-    std::fs::metadata(path).map(|m| m.blocks() * 512).unwrap_or(0)
-}
-
 /// The usage of the redb store in `dir`, which no process may have open.
 pub fn usage(dir: &Path) -> Result<StoreUsage, StorageError> {
     let path = dir.join(FILE_NAME);
@@ -103,12 +99,12 @@ pub fn usage(dir: &Path) -> Result<StoreUsage, StorageError> {
         });
     }
     let in_tables: u64 = tables.iter().map(|t| t.page_bytes).sum();
-    let file_disk_bytes = disk_bytes(&path);
+    let file_disk_bytes = allocated_bytes(&path)?;
     Ok(StoreUsage {
         tables,
         file_bytes: std::fs::metadata(&path)?.len(),
         file_disk_bytes,
         outside_tables_bytes: file_disk_bytes.saturating_sub(in_tables),
-        journal_disk_bytes: journal::FILE_NAMES.iter().map(|n| disk_bytes(&dir.join(n))).sum(),
+        journal_disk_bytes: journal::FILE_NAMES.iter().map(|n| allocated_bytes(&dir.join(n)).unwrap_or(0)).sum(),
     })
 }

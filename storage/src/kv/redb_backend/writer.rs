@@ -165,6 +165,11 @@ impl Writer {
 }
 
 impl Shared {
+    /// The page cache's ceiling in bytes of pages, as redb was given it.
+    fn cache_pages(&self) -> u64 {
+        super::page_capacity(self.cache_memory)
+    }
+
     /// Freezes the active layer and starts writing it to redb on a thread,
     /// once the checkpoint before it is done.
     pub(super) fn start_checkpoint(this: &Arc<Shared>, w: &mut MutexGuard<'_, Writer>) -> Result<(), StorageError> {
@@ -354,11 +359,11 @@ impl Shared {
     /// Runs a warm pass if one is due (`warm.rs`), without the writer's
     /// lock: batches go on meanwhile.
     fn warm_if_due(&self, w: &mut MutexGuard<'_, Writer>) {
-        if !w.warm.due(self.db.cache_stats().used_bytes() as u64, self.cache_bytes) {
+        if !w.warm.due(self.db.cache_stats().used_bytes() as u64, self.cache_pages()) {
             return;
         }
         w.warm.checkpointed = 0;
-        if let Err(e) = MutexGuard::unlocked(w, || self.warm(super::warm::budget(self.cache_bytes))) {
+        if let Err(e) = MutexGuard::unlocked(w, || self.warm(super::warm::budget(self.cache_pages()))) {
             tracing::warn!(error = %e, "warming the page cache failed");
         }
     }
