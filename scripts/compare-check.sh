@@ -7,7 +7,8 @@
 # (16 writers on 100 keys from an empty store), the bulk import, the reads and
 # the asserts with supersession, each followed by the checks (no key with two
 # active values, no inverted or overlapping interval, every read answering
-# what the data set says), then `--reads-only` on the store it left. The tool
+# what the data set says), then `--reads-only` and `--writes-only` on the
+# store it left. The tool
 # exits non-zero when any check fails, any request errs or any read answers
 # the wrong rows.
 set -euo pipefail
@@ -84,4 +85,15 @@ for w in w0 w2 w4 w3; do
     [ "$n" -eq 2 ] || { echo "$w: $n rounds recorded, not 2" >&2; exit 1; }
 done
 grep -q "^w1 " "$work/reads.txt" && { echo "--reads-only wrote" >&2; exit 1; }
+
+# W1 alone on the same store, as when comparing builds of the write path:
+# the asserts and the check after them, and no read step.
+echo "== tempora-load compare --systems tempora --size 1000 --writes-only"
+"$BIN/tempora-load" compare --systems tempora --size 1000 --duration 1 --warmup 0 --writes-only --settle-max-secs 5 \
+    --tempora-url "http://$addr" --tempora-data "$work/data" --tempora-pid "$server" \
+    | tee "$work/writes.txt"
+grep -q "^w1  *tempora " "$work/writes.txt" || { echo "missing w1 in --writes-only" >&2; exit 1; }
+grep "^check_w1 " "$work/writes.txt" | grep -q "duplicate_active=0 inverted=0 overlapping=0" \
+    || { echo "no clean check after --writes-only" >&2; exit 1; }
+grep -qE "^w[0234] " "$work/writes.txt" && { echo "--writes-only read" >&2; exit 1; }
 echo "compare-check: ok"

@@ -132,6 +132,12 @@ pub struct CompareArgs {
     /// W1. For comparing builds of the read path, and for profiling it.
     #[arg(long)]
     pub reads_only: bool,
+    /// Only W1 and the check after it, against a store an earlier run left
+    /// holding `--size` facts: no set-up, hot-key run, import or reads. For
+    /// comparing builds of the write path, and for profiling it (W1 changes
+    /// the store: start each run from a copy).
+    #[arg(long, conflicts_with = "reads_only")]
+    pub writes_only: bool,
     /// With `--reads-only`: W3's record time (unix ms) instead of now. The
     /// full run reads as of the instant before W1, where the facts W1
     /// superseded answer with an earlier version; pass that instant (or
@@ -278,6 +284,17 @@ impl Run<'_> {
     }
 }
 
+/// W1 on each system in turn, each followed by its check.
+async fn w1_and_check(run: &mut Run<'_>, systems: &[System]) -> Result<()> {
+    for s in systems {
+        let r = timed(s, Workload::W1, run.args).await?;
+        run.record(s.kind(), "w1", r)?;
+        let v = s.check().await?;
+        run.record_settled(s.kind(), "check_w1", serde_json::to_value(v)?).await?;
+    }
+    Ok(())
+}
+
 pub async fn compare(args: CompareArgs) -> Result<()> {
     let mut systems = Vec::new();
     for &k in &args.systems {
@@ -305,6 +322,11 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
         for w in [Workload::W0, Workload::W2, Workload::W4, Workload::W3 { as_of_ms }] {
             run.rounds(&systems, w).await?;
         }
+        summarise(&run.results);
+        return verdict(&run.results);
+    }
+    if args.writes_only {
+        w1_and_check(&mut run, &systems).await?;
         summarise(&run.results);
         return verdict(&run.results);
     }
@@ -338,12 +360,7 @@ pub async fn compare(args: CompareArgs) -> Result<()> {
     tokio::time::sleep(Duration::from_millis(20)).await;
     let before_w1 = data::now_ms();
     tokio::time::sleep(Duration::from_millis(20)).await;
-    for s in &systems {
-        let r = timed(s, Workload::W1, &args).await?;
-        run.record(s.kind(), "w1", r)?;
-        let v = s.check().await?;
-        run.record_settled(s.kind(), "check_w1", serde_json::to_value(v)?).await?;
-    }
+    w1_and_check(&mut run, &systems).await?;
     run.rounds(&systems, Workload::W3 { as_of_ms: before_w1 }).await?;
     for s in &systems {
         let k = s.kind();
