@@ -8,9 +8,8 @@
 # the asserts with supersession, each followed by the checks (no key with two
 # active values, no inverted or overlapping interval, every read answering
 # what the data set says), then `--reads-only` and `--writes-only` on the
-# store it left. The tool
-# exits non-zero when any check fails, any request errs or any read answers
-# the wrong rows.
+# store it left. The tool exits non-zero when any check fails, any request
+# errs or any read answers the wrong rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
